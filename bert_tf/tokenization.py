@@ -1,0 +1,379 @@
+"""The original BERT tokenizer (basic + WordPiece), exactly, and fast.
+
+Every id is the id Google's ``tokenization.py`` (bert-tensorflow 1.0.4) gives for the same
+text and vocab; tests/tokenization/ checks this line by line against the original on real text.
+The original's steps (REFERENCE.md "Tokenizer"):
+
+  1. decode UTF-8, dropping invalid bytes;
+  2. clean: drop NUL, U+FFFD and control characters (Cc/Cf, but not \\t \\n \\r); whitespace
+     (\\t \\n \\r, Zs) becomes a space;
+  3. put spaces around CJK ideographs;
+  4. split on whitespace; if lowercasing, each word is ``lower()``-ed, NFD-normalised and its
+     nonspacing marks (Mn) dropped;
+  5. split each word into runs of non-punctuation and single punctuation characters
+     (ASCII 33-47, 58-64, 91-96, 123-126 and Unicode P*);
+  6. WordPiece: greedy longest match first, ``##`` marks a continuation; a word longer than
+     200 characters, or one with no match at some point, becomes ``[UNK]``.
+
+Why the fast paths give the same tokens (so they are not approximations):
+
+- Steps 2, 3 and 5 act on one character at a time, so they are ``str.translate`` tables
+  (built lazily, one entry per distinct character seen). Lowercasing, NFD and Mn removal act
+  on the whole text instead of word by word: whitespace neither is cased nor "case-ignorable"
+  (so the final-sigma rule of ``str.lower`` sees the same context), has canonical combining
+  class 0 (so NFD never reorders across it) and survives both unchanged; the final
+  ``str.split()`` then splits on exactly the whitespace the original splits on, including any
+  that lowercasing or NFD produced.
+- Pure-ASCII text (``str.isascii``): cleaning only deletes 0x00-0x08, 0x0b, 0x0c, 0x0e-0x1f,
+  0x7f and turns \\t \\n \\r into spaces; ``lower()`` is A-Z -> a-z; NFD and Mn removal do
+  nothing; every printable non-alphanumeric ASCII character is punctuation. So the words are
+  exactly the matches of ``[A-Za-z0-9]+|[!-/:-@[-`{-~]`` in the cleaned text.
+- WordPiece results are cached per word (they depend on the word only), and the inner search
+  never tries substrings longer than the longest vocabulary entry (they cannot match).
+
+``never_split`` (opt-in, default off like the original) keeps listed special tokens such as
+``[MASK]`` whole where they occur in raw text; the original splits them into ``[``, ``mask``,
+``]``.
+"""
+
+import collections
+import re
+import unicodedata
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+
+UNK_TOKEN = "[UNK]"
+MAX_INPUT_CHARS_PER_WORD = 200
+_CONTINUATION = "##"
+# Caches stop growing here (then start over) so a long pretraining run cannot exhaust memory.
+_MAX_CACHE_ENTRIES = 1 << 20
+
+# Google's released checkpoints, by casing (the original's validate_case_matches_checkpoint).
+_LOWER_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+                 "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+_CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
+                 "multi_cased_L-12_H-768_A-12")
+
+# Pure-ASCII fast path: what cleaning deletes / turns into spaces, and the word pattern.
+_ASCII_CLEAN = str.maketrans({**{c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)},
+                              9: " ", 10: " ", 13: " "})
+_ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
+
+
+# --- character classes (the original's definitions) -------------------------------------------
+
+def _is_whitespace(char):
+  """\\t \\n \\r and space, or Unicode category Zs."""
+  return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+def _is_control(char):
+  """Unicode categories Cc and Cf, except \\t \\n \\r (counted as whitespace)."""
+  if char in "\t\n\r":
+    return False
+  return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _is_punctuation(char):
+  """All non-alphanumeric printable ASCII, and Unicode categories P*."""
+  cp = ord(char)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(char).startswith("P")
+
+
+def _is_chinese_char(cp):
+  """Whether code point ``cp`` is a CJK ideograph (not Hangul, Hiragana or Katakana)."""
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
+          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
+          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+class _LazyTable(dict):
+  """A ``str.translate`` table that computes an entry the first time a character is seen."""
+
+  def __init__(self, rule):
+    super().__init__()
+    self._rule = rule
+
+  def __missing__(self, cp):
+    value = self._rule(chr(cp))
+    self[cp] = value
+    return value
+
+
+def _clean_and_space_cjk(char):
+  """Steps 2-3 for one character: '' (dropped), ' ', ' c ' (CJK) or the character."""
+  cp = ord(char)
+  if cp == 0 or cp == 0xFFFD or _is_control(char):
+    return ""
+  if _is_whitespace(char):
+    return " "
+  if _is_chinese_char(cp):
+    return f" {char} "
+  return char
+
+
+def _space_punctuation(char):
+  """Step 5 for one character: punctuation gets spaces around it."""
+  return f" {char} " if _is_punctuation(char) else char
+
+
+def _strip_accent_and_space_punctuation(char):
+  """Mn removal (after NFD) and step 5, for one character (Mn and P* are disjoint)."""
+  if unicodedata.category(char) == "Mn":
+    return ""
+  return _space_punctuation(char)
+
+
+def _clean_space_cjk_and_punctuation(char):
+  """Steps 2, 3 and 5 together, for the cased path (nothing happens in between)."""
+  cleaned = _clean_and_space_cjk(char)
+  return _space_punctuation(char) if cleaned == char else cleaned
+
+
+# --- conversions --------------------------------------------------------------------------------
+
+def convert_to_unicode(text):
+  """Returns ``text`` as ``str``; bytes are decoded as UTF-8 with invalid bytes dropped."""
+  if isinstance(text, str):
+    return text
+  if isinstance(text, bytes):
+    return text.decode("utf-8", "ignore")
+  raise ValueError(f"Unsupported string type: {type(text)}")
+
+
+def printable_text(text):
+  """Returns ``text`` as a ``str`` suitable for printing or logging."""
+  return convert_to_unicode(text)
+
+
+def load_vocab(vocab_file):
+  """Reads a vocab.txt (one token per line, id = line number) into an ordered dict token -> id.
+
+  Like the original: each line is stripped of surrounding whitespace, and a token that appears
+  twice keeps its first id (later duplicates take no id at all).
+
+  Raises:
+    BertTfError: the file does not exist.
+  """
+  if not vocab_file or not tf.io.gfile.exists(vocab_file):
+    raise BertTfError(f"vocab file not found: {str(vocab_file)!r}")
+  with tf.io.gfile.GFile(vocab_file, "rb") as reader:
+    data = convert_to_unicode(reader.read())
+  # The original reads with readline(): lines end at "\n" only (not at the other characters
+  # str.splitlines() knows), and no extra empty line follows a final "\n".
+  lines = data.split("\n")
+  if lines[-1] == "":
+    lines.pop()
+  vocab = collections.OrderedDict()
+  for line in lines:
+    token = line.strip()
+    if token not in vocab:
+      vocab[token] = len(vocab)
+  return vocab
+
+
+def convert_by_vocab(vocab, items):
+  """Maps each item through ``vocab`` (token -> id, or id -> token); KeyError if absent."""
+  return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab, tokens):
+  """[tokens] -> [ids] through ``vocab`` (token -> id)."""
+  return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+  """[ids] -> [tokens] through ``inv_vocab`` (id -> token)."""
+  return convert_by_vocab(inv_vocab, ids)
+
+
+def whitespace_tokenize(text):
+  """Splits on whitespace (``str.split()``); [] for empty or blank text."""
+  return text.split()
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+  """Raises if ``do_lower_case`` contradicts the casing of a Google checkpoint's directory name.
+
+  Only Google's released checkpoints are recognised (by the directory holding
+  ``bert_model.ckpt``, e.g. ``.../uncased_L-12_H-768_A-12/bert_model.ckpt``); anything else
+  passes, as in the original.
+
+  Raises:
+    BertTfError: e.g. ``--do_lower_case=False`` with an uncased checkpoint.
+  """
+  if not init_checkpoint:
+    return
+  match = re.match("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
+  if match is None:
+    return
+  model_name = match.group(1)
+  if model_name in _LOWER_MODELS and not do_lower_case:
+    actual, case_name, opposite = "False", "lowercased", "True"
+  elif model_name in _CASED_MODELS and do_lower_case:
+    actual, case_name, opposite = "True", "cased", "False"
+  else:
+    return
+  raise BertTfError(
+      f"--do_lower_case={actual} does not match --init_checkpoint={init_checkpoint}: "
+      f"{model_name} is a {case_name} model, so pass --do_lower_case={opposite}")
+
+
+# --- tokenizers ---------------------------------------------------------------------------------
+
+class BasicTokenizer:
+  """Steps 1-5: cleaning, CJK spacing, optional lowercasing and accent stripping, splitting."""
+
+  def __init__(self, do_lower_case=True):
+    """Args:
+      do_lower_case: lowercase and strip accents (uncased models) or keep the text (cased).
+    """
+    self.do_lower_case = do_lower_case
+    self._clean_table = _LazyTable(_clean_and_space_cjk)
+    self._after_lower_table = _LazyTable(_strip_accent_and_space_punctuation)
+    self._cased_table = _LazyTable(_clean_space_cjk_and_punctuation)
+
+  def tokenize(self, text):
+    """Text (str or UTF-8 bytes) -> list of words and punctuation marks (str)."""
+    text = convert_to_unicode(text)
+    if text.isascii():
+      text = text.translate(_ASCII_CLEAN)
+      if self.do_lower_case:
+        text = text.lower()
+      return _ASCII_WORDS.findall(text)
+    if not self.do_lower_case:
+      return text.translate(self._cased_table).split()
+    text = text.translate(self._clean_table).lower()
+    text = unicodedata.normalize("NFD", text)
+    return text.translate(self._after_lower_table).split()
+
+
+class WordpieceTokenizer:
+  """Step 6: greedy longest-match-first WordPiece over a vocab, one word at a time."""
+
+  def __init__(self, vocab, unk_token=UNK_TOKEN, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
+    """Args:
+      vocab: a container of tokens (token -> id dict or a set); ``##x`` marks continuations.
+      unk_token: what a word with no complete match becomes.
+      max_input_chars_per_word: longer words (in code points) become ``unk_token``.
+    """
+    self.vocab = vocab
+    self.unk_token = unk_token
+    self.max_input_chars_per_word = max_input_chars_per_word
+    # Longest vocab entries, in characters: longer substrings are never looked up.
+    self._max_first = max((len(t) for t in vocab), default=0)
+    self._max_rest = max((len(t) - 2 for t in vocab if t.startswith(_CONTINUATION)), default=0)
+    self._cache = {}
+
+  def tokenize_word(self, word):
+    """One word (no whitespace) -> its word pieces (a list the caller must not modify)."""
+    pieces = self._cache.get(word)
+    if pieces is None:
+      pieces = self._tokenize_word(word)
+      if len(self._cache) >= _MAX_CACHE_ENTRIES:
+        self._cache.clear()
+      self._cache[word] = pieces
+    return pieces
+
+  def _tokenize_word(self, word):
+    length = len(word)
+    if length > self.max_input_chars_per_word:
+      return [self.unk_token]
+    vocab = self.vocab
+    pieces = []
+    start = 0
+    while start < length:
+      if start == 0:
+        end = min(length, self._max_first)
+        while end > 0 and word[:end] not in vocab:
+          end -= 1
+        if end == 0:
+          return [self.unk_token]
+        pieces.append(word[:end])
+      else:
+        end = min(length, start + self._max_rest)
+        while end > start and (_CONTINUATION + word[start:end]) not in vocab:
+          end -= 1
+        if end == start:
+          return [self.unk_token]
+        pieces.append(_CONTINUATION + word[start:end])
+      start = end
+    return pieces
+
+  def tokenize(self, text):
+    """Whitespace-separated words (str or bytes), already basic-tokenized -> word pieces."""
+    output = []
+    for word in convert_to_unicode(text).split():
+      output.extend(self.tokenize_word(word))
+    return output
+
+
+class FullTokenizer:
+  """Basic tokenization then WordPiece: raw text -> word pieces -> ids, as the original.
+
+  Example:
+    >>> tokenizer = FullTokenizer("vocab.txt", do_lower_case=True)  # doctest: +SKIP
+    >>> tokenizer.tokenize("Unaffable Déjà-vu")  # doctest: +SKIP
+    ['una', '##ffa', '##ble', 'deja', '-', 'vu']
+  """
+
+  def __init__(self, vocab_file, do_lower_case=True, never_split=None):
+    """Args:
+      vocab_file: path of a vocab.txt (one token per line); gs:// paths work.
+      do_lower_case: True for uncased models, False for cased ones.
+      never_split: optional tokens (e.g. ["[MASK]", "[SEP]"]) kept whole where they occur in
+        the raw text (the text around them is tokenized as if they were whitespace). Off by
+        default, as in the original, which splits "[MASK]" into "[", "mask", "]".
+
+    Raises:
+      BertTfError: the vocab file is missing, or a ``never_split`` token is not in it.
+    """
+    self.vocab = load_vocab(vocab_file)
+    self.inv_vocab = {i: t for t, i in self.vocab.items()}
+    self.do_lower_case = do_lower_case
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+    self.never_split = tuple(never_split or ())
+    for token in self.never_split:
+      if token not in self.vocab:
+        raise BertTfError(f"never_split token {token!r} is not in vocab file {vocab_file!r}")
+    self._never_split_re = None
+    if self.never_split:
+      by_length = sorted(set(self.never_split), key=len, reverse=True)  # Longest match first.
+      self._never_split_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")")
+
+  def _tokenize_plain(self, text):
+    tokenize_word = self.wordpiece_tokenizer.tokenize_word
+    output = []
+    for word in self.basic_tokenizer.tokenize(text):
+      output.extend(tokenize_word(word))
+    return output
+
+  def tokenize(self, text):
+    """Raw text (str or UTF-8 bytes) -> list of word pieces (str)."""
+    if self._never_split_re is None:
+      return self._tokenize_plain(text)
+    output = []
+    # re.split with a capturing group alternates text, special token, text, ...
+    for i, part in enumerate(self._never_split_re.split(convert_to_unicode(text))):
+      if i % 2:
+        output.append(part)
+      elif part:
+        output.extend(self._tokenize_plain(part))
+    return output
+
+  def tokenize_batch(self, texts):
+    """An iterable of raw texts -> a list of word-piece lists (one per text)."""
+    return [self.tokenize(text) for text in texts]
+
+  def convert_tokens_to_ids(self, tokens):
+    """[word pieces] -> [ids]; KeyError for a token not in the vocab."""
+    return [self.vocab[t] for t in tokens]
+
+  def convert_ids_to_tokens(self, ids):
+    """[ids] -> [word pieces]; KeyError for an id not in the vocab."""
+    return [self.inv_vocab[i] for i in ids]

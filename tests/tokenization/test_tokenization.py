@@ -1,0 +1,144 @@
+"""bert_tf.tokenization against Google's original tokenization.py, token for token."""
+
+import pytest
+
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+from tests.tokenization.conftest import HARD_LINES, code_point_lines, random_lines
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["lower", "cased"])
+def tokenizer_pair(request, google_tokenization, uncased_vocab):
+  """(original, ours) FullTokenizers on the real bert-base-uncased vocab."""
+  vocab = str(uncased_vocab)
+  return (google_tokenization.FullTokenizer(vocab, do_lower_case=request.param),
+          tokenization.FullTokenizer(vocab, do_lower_case=request.param))
+
+
+def _assert_same(original, ours, texts):
+  for text in texts:
+    expected = original.tokenize(text)
+    assert ours.tokenize(text) == expected, repr(text)
+    assert ours.convert_tokens_to_ids(expected) == original.convert_tokens_to_ids(expected)
+
+
+def test_vocab_is_the_original(tokenizer_pair):
+  original, ours = tokenizer_pair
+  assert list(ours.vocab.items()) == list(original.vocab.items())
+  assert ours.inv_vocab == original.inv_vocab
+
+
+def test_real_corpus(tokenizer_pair, lines):
+  original, ours = tokenizer_pair
+  assert len(lines) > 10000
+  assert ours.tokenize_batch(lines) == [original.tokenize(line) for line in lines]
+
+
+def test_hand_made_lines(tokenizer_pair):
+  _assert_same(*tokenizer_pair, HARD_LINES)
+
+
+def test_invalid_utf8_bytes(tokenizer_pair):
+  texts = [b"", b"\xff", b"caf\xc3\xa9 \xe4\xb8", b"a\x80b \xed\xa0\x80x \xf0\x9f\x98",
+           b"\xc0\xaf/\xe0\x80\xaf", "naïve 北京".encode("utf-8"), b"ok\xf4\x90\x80\x80ok"]
+  _assert_same(*tokenizer_pair, texts)
+
+
+def test_random_code_points(tokenizer_pair):
+  _assert_same(*tokenizer_pair, random_lines(1500))
+
+
+def test_every_code_point(tokenizer_pair):
+  # Each character alone, and glued to ASCII letters (WordPiece continuations, punctuation).
+  original, ours = tokenizer_pair
+  for line in code_point_lines():
+    assert ours.tokenize(line) == original.tokenize(line), repr(line[:20])
+    glued = line.replace(" ", "a")
+    assert ours.tokenize(glued) == original.tokenize(glued), repr(glued[:20])
+
+
+def test_ids_round_trip(tokenizer_pair):
+  _, ours = tokenizer_pair
+  tokens = ours.tokenize("The quick brown fox jumped over the lazy dog's back.")
+  assert ours.convert_ids_to_tokens(ours.convert_tokens_to_ids(tokens)) == tokens
+  assert tokenization.convert_ids_to_tokens(
+      ours.inv_vocab, tokenization.convert_tokens_to_ids(ours.vocab, tokens)) == tokens
+
+
+def test_wordpiece_greedy_longest_match(google_tokenization):
+  # The original's own unit-test vocab.
+  vocab = {t: i for i, t in enumerate(
+      ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", "##"])}
+  ours = tokenization.WordpieceTokenizer(vocab)
+  original = google_tokenization.WordpieceTokenizer(vocab)
+  for text in ["", "unwanted running", "unwantedX running", "wa want ##ed ##", "x" * 201]:
+    assert ours.tokenize(text) == original.tokenize(text), text
+  assert ours.tokenize("unwanted running") == ["un", "##want", "##ed", "runn", "##ing"]
+  assert ours.tokenize("unwantedX running") == ["[UNK]", "runn", "##ing"]
+
+
+def test_basic_tokenizer(google_tokenization):
+  for lower in (True, False):
+    ours = tokenization.BasicTokenizer(do_lower_case=lower)
+    original = google_tokenization.BasicTokenizer(do_lower_case=lower)
+    for text in HARD_LINES + random_lines(200, seed=1):
+      assert ours.tokenize(text) == original.tokenize(text), repr(text)
+  assert tokenization.BasicTokenizer().tokenize(" \tHeLLo!how  \n Are yoU?  ") == [
+      "hello", "!", "how", "are", "you", "?"]
+
+
+def test_load_vocab_edge_cases(tmp_path, google_tokenization):
+  # Duplicates keep their first id, lines are stripped, blank lines and \r\n as the original.
+  path = tmp_path / "vocab.txt"
+  path.write_bytes(b"[PAD]\n[UNK]\r\n  a \nb\n\na\n\n\xc3\xa9\nc\x1cd\nlast")
+  assert (list(tokenization.load_vocab(str(path)).items()) ==
+          list(google_tokenization.load_vocab(str(path)).items()))
+
+
+def test_missing_vocab_file_names_it(tmp_path):
+  missing = str(tmp_path / "nope" / "vocab.txt")
+  with pytest.raises(BertTfError, match="vocab file not found: .*nope/vocab.txt") as err:
+    tokenization.FullTokenizer(missing)
+  assert "\n" not in str(err.value)
+
+
+def test_never_split(uncased_vocab, google_tokenization):
+  ours = tokenization.FullTokenizer(str(uncased_vocab), never_split=["[MASK]", "[SEP]"])
+  assert ours.tokenize("The [MASK] sat.[SEP]Then [mask]") == [
+      "the", "[MASK]", "sat", ".", "[SEP]", "then", "[", "mask", "]"]
+  assert ours.tokenize(b"a[MASK]b") == ["a", "[MASK]", "b"]
+  # Without it, the original's behaviour: special tokens in raw text are split like text.
+  original = google_tokenization.FullTokenizer(str(uncased_vocab))
+  default = tokenization.FullTokenizer(str(uncased_vocab))
+  assert default.tokenize("a [MASK] b") == original.tokenize("a [MASK] b") == [
+      "a", "[", "mask", "]", "b"]
+  with pytest.raises(BertTfError, match="never_split token '<mask>' is not in vocab file"):
+    tokenization.FullTokenizer(str(uncased_vocab), never_split=["<mask>"])
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("checkpoint", [
+    "", "/x/model.ckpt", "gs://b/uncased_L-12_H-768_A-12/bert_model.ckpt",
+    "uncased_L-24_H-1024_A-16/bert_model.ckpt", "/m/multilingual_L-12_H-768_A-12/bert_model.ckpt",
+    "chinese_L-12_H-768_A-12/bert_model.ckpt", "/m/cased_L-12_H-768_A-12/bert_model.ckpt-100",
+    "cased_L-24_H-1024_A-16/bert_model.ckpt", "multi_cased_L-12_H-768_A-12/bert_model.ckpt",
+    "/m/my_uncased_model/bert_model.ckpt"])
+def test_validate_case_matches_checkpoint(google_tokenization, lower, checkpoint):
+  try:
+    google_tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+    original_raises = False
+  except ValueError:
+    original_raises = True
+  if original_raises:
+    with pytest.raises(BertTfError, match=f"--do_lower_case={lower} does not match") as err:
+      tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+    assert "\n" not in str(err.value)
+  else:
+    tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+
+
+def test_convert_to_unicode(google_tokenization):
+  for value in ["abc", b"abc", b"\xff\xfeab\xc3", "é".encode("utf-8")]:
+    assert tokenization.convert_to_unicode(value) == google_tokenization.convert_to_unicode(value)
+  with pytest.raises(ValueError, match="Unsupported string type"):
+    tokenization.convert_to_unicode(3)
