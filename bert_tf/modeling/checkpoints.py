@@ -1,0 +1,317 @@
+"""Checkpoint I/O: Google's TF1 ``bert_model.ckpt`` (both ways) and Hugging Face weights.
+
+This module is the one place for the checkpoint name map. bert_tf builds every variable under
+Google's own name (``bert/encoder/layer_0/attention/self/query/kernel``, REFERENCE.md), so the
+map from a model to Google names is the variable paths, with one exception: the classifier head
+is stored at the top level (``output_weights``, ``output_bias``). Hugging Face names derive from
+Google's by ``hugging_face_name``.
+
+Loading never silently loads part of an encoder: a missing or unexpected ``bert/*`` variable,
+or any shape mismatch, is a ``BertTfError`` naming the variable (the usual cause is a
+``bert_config.json`` that does not belong to the checkpoint). Missing or unexpected *heads*
+are normal (fine-tuning from a pretraining checkpoint) and are listed in the returned
+``LoadReport``.
+"""
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+# Checkpoint entries that are not model weights: optimizer slots and step counters.
+_NON_MODEL = re.compile(r"(/adam_[mv]$|/Adam(_1)?$|/lamb_[mv]$|^global_step$|"
+                        r"^_CHECKPOINTABLE_OBJECT_GRAPH$|^good_steps$|^loss_scale$)")
+# Encoder variables whose absence is tolerated (Hugging Face's MLM-only models have no pooler).
+_OPTIONAL_ENCODER = re.compile(r"^bert/pooler/")
+
+
+@dataclasses.dataclass
+class LoadReport:
+  """What a load did: names (Google-style) loaded, missing from the source, unexpected."""
+  source: str
+  loaded: list
+  missing: list
+  unexpected: list
+
+  def __str__(self):
+    lines = [f"loaded {len(self.loaded)} variables from {self.source}"]
+    if self.missing:
+      lines.append(f"missing (left at their initial values): {', '.join(self.missing)}")
+    if self.unexpected:
+      lines.append(f"unexpected (not used): {', '.join(self.unexpected)}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The name map.
+# ---------------------------------------------------------------------------------------------
+
+
+def google_variable_map(model):
+  """``{google_name: variable}`` for a ``BertModel`` or any bert_tf task model.
+
+  Optimizer variables are not included (see ``save_google_checkpoint``).
+  """
+  names = {}
+  for variable in model.weights:
+    name = variable.path
+    if name.startswith("classifier/"):
+      name = name[len("classifier/"):]
+    if name in names:
+      raise AssertionError(f"two variables map to {name}")
+    names[name] = variable
+  return names
+
+
+def hugging_face_name(google_name, prefix="bert."):
+  """Google name -> ``(hugging_face_name, transpose)``, or ``None`` if it has no HF twin.
+
+  Dense kernels are [in,out] in Google/Keras and [out,in] in PyTorch, hence ``transpose``.
+  ``output_weights`` matrices are already [out,in] in both.
+  """
+  name = google_name
+  transpose = name.endswith("/kernel")
+  if name.startswith("bert/"):
+    name = prefix + name[len("bert/"):]
+  elif name.startswith("cls/squad/"):
+    name = "qa_outputs/" + name[len("cls/squad/output_"):]
+  elif name in ("output_weights", "output_bias"):
+    name = "classifier/" + name[len("output_"):]
+  elif name == "cls/predictions/output_bias":
+    name = "cls/predictions/bias"
+  elif name.startswith("cls/seq_relationship/output_"):
+    name = "cls/seq_relationship/" + name[len("cls/seq_relationship/output_"):]
+  name = re.sub(r"layer_(\d+)", r"layer/\1", name)
+  name = re.sub(r"/(kernel|gamma|weights)$", "/weight", name)
+  name = re.sub(r"/beta$", "/bias", name)
+  if re.search(r"_embeddings$", name):
+    name += "/weight"
+  return name.replace("/", "."), transpose
+
+
+# ---------------------------------------------------------------------------------------------
+# Google's TF1 checkpoints.
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_checkpoint_prefix(path):
+  """A checkpoint prefix from a prefix, a directory (its latest checkpoint) or ``*.index``."""
+  if not path:
+    raise BertTfError("no checkpoint given")
+  if path.endswith(".index"):
+    path = path[:-len(".index")]
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    candidates = sorted(tf.io.gfile.glob(os.path.join(path, "*.ckpt*.index")) +
+                        tf.io.gfile.glob(os.path.join(path, "*.index")))
+    if candidates:
+      return candidates[0][:-len(".index")]
+    raise BertTfError(f"no checkpoint found in directory {path!r}")
+  if not tf.io.gfile.exists(path + ".index"):
+    raise BertTfError(f"checkpoint not found: {path!r} (no {os.path.basename(path)}.index)")
+  return path
+
+
+def read_google_checkpoint(path):
+  """``{name: np.ndarray}`` for every tensor of a TF checkpoint (one-line error if unreadable)."""
+  prefix = resolve_checkpoint_prefix(path)
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    return prefix, {name: reader.get_tensor(name) for name in sorted(shapes)}
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise BertTfError(f"checkpoint {prefix!r} is unreadable (truncated or corrupt?): "
+                      f"{message}") from None
+
+
+def _assign_all(model, values, source, allow_missing_encoder=False, foreign_encoder=()):
+  """Assigns ``{google_name: array}`` to the model's variables with the load policy above.
+
+  ``foreign_encoder`` lists source tensors (in the source's own naming) that belong to an
+  encoder but have no variable in the model: an error once shapes have been checked.
+  """
+  targets = google_variable_map(model)
+  loaded, missing = [], []
+  for name, variable in targets.items():
+    if name not in values:
+      missing.append(name)
+      continue
+    value = values[name]
+    if tuple(value.shape) != tuple(variable.shape):
+      raise BertTfError(
+          f"{source}: variable {name} has shape {list(value.shape)} in the checkpoint but "
+          f"{list(variable.shape)} in the model (does the config belong to this checkpoint?)")
+    loaded.append(name)
+  unexpected = sorted(n for n in values if n not in targets and not _NON_MODEL.search(n))
+  bad_missing = [n for n in missing if n.startswith("bert/") and not _OPTIONAL_ENCODER.match(n)]
+  if bad_missing and not allow_missing_encoder:
+    raise BertTfError(
+        f"{source}: lacks {len(bad_missing)} encoder variable(s) the config needs, e.g. "
+        f"{', '.join(bad_missing[:3])} (wrong bert_config for this checkpoint?)")
+  bad_unexpected = [n for n in unexpected if n.startswith("bert/")] + list(foreign_encoder)
+  if bad_unexpected:
+    raise BertTfError(
+        f"{source}: has {len(bad_unexpected)} encoder variable(s) the config does not, e.g. "
+        f"{', '.join(bad_unexpected[:3])} (wrong bert_config for this checkpoint?)")
+  for name in loaded:
+    variable = targets[name]
+    variable.assign(np.asarray(values[name]).astype(variable.dtype))
+  report = LoadReport(source, loaded, missing, unexpected)
+  logging.info("%s", report)
+  return report
+
+
+def load_google_checkpoint(model, path, allow_missing_encoder=False):
+  """Loads a Google-format TF1 checkpoint (``bert_model.ckpt``) into ``model``."""
+  prefix, values = read_google_checkpoint(path)
+  return _assign_all(model, values, prefix, allow_missing_encoder)
+
+
+def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=None):
+  """Writes ``model`` as a TF1 checkpoint under Google's names, readable by Google's code.
+
+  Args:
+    model: a ``BertModel`` or task model.
+    path: the checkpoint prefix, e.g. ``out/bert_model.ckpt``.
+    optimizer: optional bert_tf optimizer; its slots are written as ``<name>/adam_m`` and
+      ``<name>/adam_v`` when it offers ``google_slots(variable)``.
+    global_step: optional int, written as ``global_step`` (int64).
+    extra: optional ``{name: array}`` of further tensors.
+  Returns the prefix. Files are written under a temporary prefix and renamed when whole
+  (index last), so a reader never sees a half-written checkpoint.
+  """
+  tensors = {name: variable.numpy() for name, variable in google_variable_map(model).items()}
+  if optimizer is not None and hasattr(optimizer, "google_slots"):
+    for name, variable in google_variable_map(model).items():
+      for suffix, slot in optimizer.google_slots(variable).items():
+        tensors[f"{name}/{suffix}"] = np.asarray(slot)
+  if global_step is not None:
+    tensors["global_step"] = np.asarray(global_step, np.int64)
+  tensors.update(extra or {})
+  directory = os.path.dirname(path)
+  if directory:
+    tf.io.gfile.makedirs(directory)
+  tmp = fileio.temp_name(path)
+  names = sorted(tensors)
+  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                    tensors=[tf.constant(tensors[n]) for n in names])
+  data_files = tf.io.gfile.glob(tmp + ".data-*")
+  for data_file in data_files:
+    fileio.commit(data_file, path + data_file[len(tmp):])
+  fileio.commit(tmp + ".index", path + ".index")
+  with fileio.atomic_write(os.path.join(directory or ".", "checkpoint")) as f:
+    f.write(f'model_checkpoint_path: "{os.path.basename(path)}"\n'
+            f'all_model_checkpoint_paths: "{os.path.basename(path)}"\n')
+  return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face weights.
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_safetensors(path):
+  """``model.safetensors`` from a file or a model folder (one-line error otherwise)."""
+  if tf.io.gfile.isdir(path):
+    candidate = os.path.join(path, "model.safetensors")
+    if tf.io.gfile.exists(candidate):
+      return candidate
+    if tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")):
+      raise BertTfError(f"{path}: only pytorch_model.bin found; bert_tf reads model.safetensors "
+                        "(convert it with transformers' save_pretrained(safe_serialization=True))")
+    raise BertTfError(f"no model.safetensors in {path!r}")
+  if not tf.io.gfile.exists(path):
+    raise BertTfError(f"weights file not found: {path!r}")
+  return path
+
+
+def read_hugging_face(path):
+  """``{hf_name: np.ndarray}`` from a ``.safetensors`` file or a model folder."""
+  from safetensors.numpy import load  # pylint: disable=import-outside-toplevel
+  filename = resolve_safetensors(path)
+  try:
+    with tf.io.gfile.GFile(filename, "rb") as f:
+      return filename, load(f.read())
+  except Exception as e:  # safetensors raises its own SafetensorError for corrupt files.
+    raise BertTfError(f"{filename}: not a readable safetensors file ({e})") from None
+
+
+def hugging_face_to_google(hf_values, model):
+  """Renames (and transposes) Hugging Face tensors to Google names for ``model``'s variables.
+
+  Accepts names with or without the ``bert.`` prefix and old ``LayerNorm.gamma/beta``
+  spellings. Returns ``(values, unexpected_hf_names)``.
+  """
+  values = dict(hf_values)
+  for key in list(values):
+    fixed = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", key)
+    fixed = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", fixed)
+    if fixed != key:
+      values[fixed] = values.pop(key)
+  has_prefix = any(k.startswith("bert.") for k in values)
+  prefix = "bert." if has_prefix else ""
+  google, used = {}, set()
+  for name in google_variable_map(model):
+    hf, transpose = hugging_face_name(name, prefix)
+    if hf in values:
+      google[name] = values[hf].T if transpose else values[hf]
+      used.add(hf)
+  # Buffers and tied copies that carry no weights of their own.
+  ignorable = re.compile(r"(position_ids$|cls\.predictions\.decoder\.(weight|bias)$)")
+  unexpected = sorted(k for k in values if k not in used and not ignorable.search(k))
+  return google, unexpected
+
+
+def load_hugging_face(model, path, allow_missing_encoder=False):
+  """Loads Hugging Face BERT weights (``model.safetensors`` or a model folder)."""
+  filename, hf_values = read_hugging_face(path)
+  values, unexpected = hugging_face_to_google(hf_values, model)
+  foreign = [k for k in unexpected if re.match(r"(bert\.)?(encoder|embeddings)\.", k)]
+  report = _assign_all(model, values, filename, allow_missing_encoder, foreign)
+  report.unexpected = sorted(set(report.unexpected) | set(unexpected))
+  return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch.
+# ---------------------------------------------------------------------------------------------
+
+
+def is_hugging_face_weights(path):
+  if path.endswith(".safetensors"):
+    return True
+  return tf.io.gfile.isdir(path) and (
+      tf.io.gfile.exists(os.path.join(path, "model.safetensors")) or
+      tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")))
+
+
+def load_weights(model, path, allow_missing_encoder=False):
+  """Loads a Google TF1 checkpoint or Hugging Face weights, whichever ``path`` is."""
+  if not path:
+    raise BertTfError("no checkpoint given")
+  if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
+    raise BertTfError(f"checkpoint not found: {path!r}")
+  if is_hugging_face_weights(path):
+    return load_hugging_face(model, path, allow_missing_encoder)
+  return load_google_checkpoint(model, path, allow_missing_encoder)
+
+
+def load_config(path):
+  """A ``BertConfig`` from a config file, or from a model folder's ``bert_config.json`` /
+  ``config.json``."""
+  from bert_tf.modeling.config import BertConfig  # pylint: disable=import-outside-toplevel
+  if path and tf.io.gfile.isdir(path):
+    for name in ("bert_config.json", "config.json"):
+      if tf.io.gfile.exists(os.path.join(path, name)):
+        return BertConfig.from_json_file(os.path.join(path, name))
+    raise BertTfError(f"no bert_config.json or config.json in {path!r}")
+  return BertConfig.from_json_file(path)

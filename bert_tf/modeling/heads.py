@@ -1,0 +1,92 @@
+"""Task heads of the original: masked LM, next sentence, classifier, span (SQuAD).
+
+Shape legend: B = batch, S = sequence length, H = hidden, V = vocab, P = masked positions
+per sequence, C = classes. Every head returns float32 logits.
+"""
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling.activations import get_activation
+
+_PACKAGE = "bert_tf"
+
+
+def gather_positions(sequence_output, positions):
+  """``[B,S,H]`` gathered at ``[B,P]`` positions -> ``[B,P,H]`` (the original's gather_indexes)."""
+  return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+
+
+class _HeadLayer(bert_layers._ConfigLayer):  # pylint: disable=protected-access
+
+  def _output_weights(self, rows, name="output_weights"):
+    # Stored [rows, H] as in Google's checkpoints and used transposed.
+    return self.add_weight(name=name, shape=(rows, self.config.hidden_size),
+                           initializer=bert_layers.truncated_normal(self.config))
+
+  def _output_bias(self, size, name="output_bias"):
+    return self.add_weight(name=name, shape=(size,), initializer="zeros")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class MaskedLMHead(_HeadLayer):
+  """``cls/predictions``: dense(H, act) -> LayerNorm -> logits = x E^T + output_bias.
+
+  The output weights are the encoder's word embeddings ``E`` [V,H], passed in at call time
+  (tied, never copied). Call: ``(sequence_output [B,S,H], masked_lm_positions [B,P],
+  embedding_table [V,H])`` -> logits ``[B,P,V]`` float32.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    c = self.config
+    with bert_layers.scoped(self.name, "transform"):
+      self.transform_dense = keras.layers.Dense(
+          c.hidden_size, activation=get_activation(c.hidden_act), name="dense",
+          kernel_initializer=bert_layers.truncated_normal(c), dtype=self.dtype_policy)
+      self.transform_dense.build((None, None, c.hidden_size))
+      self.transform_layer_norm = bert_layers.layer_norm(c)
+      self.transform_layer_norm.build((None, None, c.hidden_size))
+    self.output_bias = self._output_bias(c.vocab_size)
+    self.built = True
+
+  def call(self, sequence_output, masked_lm_positions, embedding_table):
+    x = gather_positions(sequence_output, masked_lm_positions)  # [B,P,H]
+    x = self.transform_layer_norm(self.transform_dense(x))  # [B,P,H] float32
+    dtype = self.compute_dtype
+    logits = tf.matmul(tf.cast(x, dtype), tf.cast(embedding_table, dtype),
+                       transpose_b=True)  # [B,P,V]
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LinearHead(_HeadLayer):
+  """``logits = x W^T + b`` with ``W`` stored ``[num_outputs, H]`` as Google stores it.
+
+  Used for next sentence (``cls/seq_relationship``, 2 outputs on the pooled output), the
+  classifier (``output_weights``/``output_bias``, C outputs) and SQuAD (``cls/squad``,
+  2 outputs on every token). Call: ``x [..., H]`` -> ``[..., num_outputs]`` float32.
+  """
+
+  def __init__(self, config, num_outputs, dropout_rate=0.0, **kwargs):
+    super().__init__(config, **kwargs)
+    self.num_outputs = num_outputs
+    self.dropout_rate = dropout_rate
+    self.output_weights = self._output_weights(num_outputs)
+    self.output_bias = self._output_bias(num_outputs)
+    self.dropout = keras.layers.Dropout(dropout_rate) if dropout_rate else None
+    self.built = True
+
+  def call(self, x, training=None):
+    if self.dropout is not None:
+      x = self.dropout(x, training=training)
+    dtype = self.compute_dtype
+    logits = tf.matmul(tf.cast(x, dtype), tf.cast(self.output_weights, dtype),
+                       transpose_b=True)
+    return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+
+  def get_config(self):
+    base = super().get_config()
+    base.update(num_outputs=self.num_outputs, dropout_rate=self.dropout_rate)
+    return base

@@ -1,0 +1,212 @@
+"""Keras 3 layers that mirror Google's ``modeling.py``.
+
+Shape legend:
+  B = batch size            S = sequence length (F = "from", T = "to" side of attention)
+  H = hidden size           N = attention heads        D = head size (H / N)
+  I = intermediate size     V = vocab size             P = masked positions per sequence
+
+Numerics follow the original exactly (REFERENCE.md): LayerNorm eps 1e-12, attention scores
+scaled by 1/sqrt(D) then ``(1 - mask) * -10000.0`` added on the "to" side, dropout on the
+attention probabilities, post-LN residual blocks, truncated-normal(``initializer_range``)
+kernels and embeddings, zero biases. Under mixed precision (``mixed_bfloat16`` /
+``mixed_float16``) matmuls run in the compute dtype while LayerNorm, the softmax and all
+losses and logits that feed them run in float32.
+
+Every layer builds its weights in ``__init__`` from the config, so a model has all its
+variables as soon as it is constructed (what checkpoint loading and Keras saving need), and
+every layer has ``get_config`` for Keras save/load.
+"""
+
+import contextlib
+import math
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.config import BertConfig
+
+_PACKAGE = "bert_tf"
+
+
+@contextlib.contextmanager
+def scoped(*names):
+  """Nested Keras name scopes, so variable paths read like Google's checkpoint names."""
+  with contextlib.ExitStack() as stack:
+    for name in names:
+      stack.enter_context(keras.name_scope(name))
+    yield
+
+
+def truncated_normal(config):
+  return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def as_config(config):
+  """Accepts a ``BertConfig`` or its dict (what ``get_config`` stores)."""
+  if isinstance(config, BertConfig):
+    return config
+  return BertConfig.from_dict(config)
+
+
+def layer_norm(config, name="LayerNorm"):
+  """LayerNorm as in the original: eps 1e-12, last axis, always computed in float32."""
+  return keras.layers.LayerNormalization(axis=-1, epsilon=config.layer_norm_eps, name=name,
+                                         dtype="float32")
+
+
+def _dense(units, config, name, activation=None, dtype=None):
+  return keras.layers.Dense(units, activation=activation, name=name,
+                            kernel_initializer=truncated_normal(config), dtype=dtype)
+
+
+class _ConfigLayer(keras.layers.Layer):
+  """A layer constructed from a ``BertConfig``; serializes the config as a dict."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = as_config(config)
+
+  def get_config(self):
+    base = super().get_config()
+    base["config"] = self.config.to_dict()
+    return base
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertEmbeddings(_ConfigLayer):
+  """word + token_type + position embeddings (sliced to S), then LayerNorm, then dropout.
+
+  Call: ``(input_word_ids [B,S] int, input_type_ids [B,S] int)`` -> ``[B,S,H]`` float32.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    c = self.config
+    self.word_embeddings = self.add_weight(
+        name="word_embeddings", shape=(c.vocab_size, c.hidden_size),
+        initializer=truncated_normal(c))
+    self.token_type_embeddings = self.add_weight(
+        name="token_type_embeddings", shape=(c.type_vocab_size, c.hidden_size),
+        initializer=truncated_normal(c))
+    self.position_embeddings = self.add_weight(
+        name="position_embeddings", shape=(c.max_position_embeddings, c.hidden_size),
+        initializer=truncated_normal(c))
+    with scoped(self.name):
+      self.layer_norm = layer_norm(c)
+      self.layer_norm.build((None, None, c.hidden_size))
+    self.dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+    self.built = True
+
+  def call(self, input_word_ids, input_type_ids, training=None):
+    seq_length = input_word_ids.shape[1]
+    if seq_length is None:
+      seq_length = tf.shape(input_word_ids)[1]
+    elif seq_length > self.config.max_position_embeddings:
+      raise ValueError(f"sequence length {seq_length} exceeds max_position_embeddings "
+                       f"{self.config.max_position_embeddings}")
+    dtype = self.compute_dtype
+    words = tf.gather(tf.cast(self.word_embeddings, dtype), input_word_ids)  # [B,S,H]
+    # The original uses a one-hot matmul for the small token-type table; a gather is the same.
+    types = tf.gather(tf.cast(self.token_type_embeddings, dtype), input_type_ids)  # [B,S,H]
+    positions = tf.cast(self.position_embeddings[:seq_length], dtype)  # [S,H]
+    output = words + types + positions[tf.newaxis]
+    output = self.layer_norm(output)  # float32
+    return self.dropout(output, training=training)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertSelfAttention(_ConfigLayer):
+  """Multi-head self-attention: ``query``, ``key``, ``value`` dense layers ([H,H] kernels).
+
+  Call: ``(x [B,S,H], attention_adder [B,1,1,S] float32)`` ->
+  ``(context [B,S,H], attention_probs [B,N,S,S] float32)``.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    c = self.config
+    self.query = _dense(c.hidden_size, c, "query", dtype=self.dtype_policy)
+    self.key = _dense(c.hidden_size, c, "key", dtype=self.dtype_policy)
+    self.value = _dense(c.hidden_size, c, "value", dtype=self.dtype_policy)
+    with scoped(self.name):
+      for layer in (self.query, self.key, self.value):
+        layer.build((None, None, c.hidden_size))
+    self.dropout = keras.layers.Dropout(c.attention_probs_dropout_prob)
+    self.built = True
+
+  def _split_heads(self, x):
+    c = self.config
+    batch, seq = tf.shape(x)[0], x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+    return tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])  # [B,S,N,D]
+
+  def call(self, x, attention_adder, training=None):
+    c = self.config
+    q = self._split_heads(self.query(x))  # [B,F,N,D]
+    k = self._split_heads(self.key(x))  # [B,T,N,D]
+    v = self._split_heads(self.value(x))  # [B,T,N,D]
+    scores = tf.einsum("BTND,BFND->BNFT", k, q)  # [B,N,F,T]
+    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
+    scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
+    probs = tf.nn.softmax(scores, axis=-1)  # [B,N,F,T] float32
+    dropped = self.dropout(probs, training=training)
+    context = tf.einsum("BNFT,BTND->BFND", tf.cast(dropped, v.dtype), v)  # [B,F,N,D]
+    batch = tf.shape(x)[0]
+    seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+    return tf.reshape(context, [batch, seq, c.hidden_size]), probs
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerBlock(_ConfigLayer):
+  """One post-LN encoder layer, ``bert/encoder/layer_{i}`` in Google's checkpoints.
+
+  attention: self-attention -> dense(H) -> dropout -> LayerNorm(x + input)
+  ffn:       dense(I, act) -> dense(H) -> dropout -> LayerNorm(x + attention_output)
+
+  Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    c = self.config
+    policy = self.dtype_policy
+    h = (None, None, c.hidden_size)
+    # Built under the scopes of Google's names: layer_i/attention/self/query/kernel, ...
+    with scoped(self.name, "attention"):
+      self.attention = BertSelfAttention(c, name="self", dtype=policy)
+      with scoped("output"):
+        self.attention_output_dense = _dense(c.hidden_size, c, "dense", dtype=policy)
+        self.attention_output_dense.build(h)
+        self.attention_output_layer_norm = layer_norm(c)
+        self.attention_output_layer_norm.build(h)
+    with scoped(self.name, "intermediate"):
+      self.intermediate_dense = _dense(c.intermediate_size, c, "dense",
+                                       activation=get_activation(c.hidden_act), dtype=policy)
+      self.intermediate_dense.build(h)
+    with scoped(self.name, "output"):
+      self.output_dense = _dense(c.hidden_size, c, "dense", dtype=policy)
+      self.output_dense.build((None, None, c.intermediate_size))
+      self.output_layer_norm = layer_norm(c)
+      self.output_layer_norm.build(h)
+    self.attention_dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+    self.output_dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+    self.built = True
+
+  def call(self, x, attention_adder, training=None):
+    context, probs = self.attention(x, attention_adder, training=training)
+    attention_output = self.attention_output_dense(context)
+    attention_output = self.attention_dropout(attention_output, training=training)
+    attention_output = self.attention_output_layer_norm(
+        tf.cast(attention_output, tf.float32) + tf.cast(x, tf.float32))  # float32
+    intermediate = self.intermediate_dense(attention_output)  # [B,S,I]
+    layer_output = self.output_dense(intermediate)
+    layer_output = self.output_dropout(layer_output, training=training)
+    layer_output = self.output_layer_norm(
+        tf.cast(layer_output, tf.float32) + attention_output)  # float32
+    return layer_output, probs
+
+
+def attention_adder_from_mask(input_mask):
+  """``[B,S]`` 1/0 mask -> ``[B,1,1,S]`` float32 adder: 0 where attended, -10000.0 on padding."""
+  mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+  return (1.0 - mask) * -10000.0

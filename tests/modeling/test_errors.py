@@ -1,0 +1,117 @@
+"""Bad inputs get one-line errors that name the file or variable at fault."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig, BertModel, BertPretrainer, checkpoints
+from tests.reference import google_models
+
+TINY = google_models.tiny_config_dict()
+
+
+def _one_line(excinfo):
+  message = str(excinfo.value)
+  assert "\n" not in message
+  return message
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"hidden_size": 30}, "not a multiple of num_attention_heads"),
+    ({"hidden_act": "gelu2"}, "unknown hidden_act 'gelu2'"),
+    ({"vocab_size": 0}, "vocab_size must be a positive integer"),
+    ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be in [0, 1)"),
+])
+def test_impossible_config(tmp_path, change, needle):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps({**TINY, **change}))
+  with pytest.raises(BertTfError) as excinfo:
+    BertConfig.from_json_file(str(path))
+  message = _one_line(excinfo)
+  assert needle in message and str(path) in message
+
+
+def test_missing_field_and_bad_json(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps({k: v for k, v in TINY.items() if k != "type_vocab_size"}))
+  with pytest.raises(BertTfError, match="missing field.*type_vocab_size"):
+    BertConfig.from_json_file(str(path))
+  path.write_text("{not json")
+  with pytest.raises(BertTfError, match="not valid JSON"):
+    BertConfig.from_json_file(str(path))
+  with pytest.raises(BertTfError, match="config file not found"):
+    BertConfig.from_json_file(str(tmp_path / "nope.json"))
+
+
+def test_config_round_trips_google_json(tmp_path):
+  config = BertConfig.from_dict(TINY)
+  config.to_json_file(str(tmp_path / "c.json"))
+  assert json.loads((tmp_path / "c.json").read_text()) == TINY
+
+
+@pytest.fixture(scope="module")
+def google_checkpoint(tmp_path_factory):
+  features = google_models.random_pretraining_features(TINY)
+  path = str(tmp_path_factory.mktemp("ckpt") / "bert_model.ckpt")
+  google_models.run_google_pretraining(TINY, features, save_path=path)
+  return path
+
+
+def test_missing_checkpoint(tmp_path):
+  model = BertModel(BertConfig.from_dict(TINY))
+  with pytest.raises(BertTfError, match="checkpoint not found"):
+    checkpoints.load_weights(model, str(tmp_path / "bert_model.ckpt"))
+
+
+def test_wrong_config_for_checkpoint(google_checkpoint):
+  model = BertModel(BertConfig.from_dict({**TINY, "num_hidden_layers": 1}))
+  with pytest.raises(BertTfError) as excinfo:
+    checkpoints.load_weights(model, google_checkpoint)
+  assert "encoder variable(s) the config does not" in _one_line(excinfo)
+  model = BertModel(BertConfig.from_dict({**TINY, "num_hidden_layers": 3}))
+  with pytest.raises(BertTfError, match="lacks .* encoder variable.*layer_2"):
+    checkpoints.load_weights(model, google_checkpoint)
+  model = BertModel(BertConfig.from_dict({**TINY, "intermediate_size": 40}))
+  with pytest.raises(BertTfError, match=r"intermediate/dense/kernel has shape \[32, 37\] in the "
+                     r"checkpoint but \[32, 40\] in the model"):
+    checkpoints.load_weights(model, google_checkpoint)
+
+
+def test_vocab_size_mismatch(google_checkpoint):
+  model = BertPretrainer(BertConfig.from_dict({**TINY, "vocab_size": 100}))
+  with pytest.raises(BertTfError) as excinfo:
+    checkpoints.load_weights(model, google_checkpoint)
+  assert "word_embeddings has shape [99, 32]" in _one_line(excinfo)
+
+
+def test_truncated_checkpoint(google_checkpoint, tmp_path):
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(google_checkpoint + suffix, tmp_path / ("bert_model.ckpt" + suffix))
+  data = tmp_path / "bert_model.ckpt.data-00000-of-00001"
+  data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+  model = BertModel(BertConfig.from_dict(TINY))
+  with pytest.raises(BertTfError) as excinfo:
+    checkpoints.load_weights(model, str(tmp_path / "bert_model.ckpt"))
+  assert "unreadable" in _one_line(excinfo)
+
+
+def test_hugging_face_errors(tmp_path, minilm_path):
+  model = BertModel(BertConfig.from_dict(TINY))
+  (tmp_path / "model.safetensors").write_bytes(b"garbage")
+  with pytest.raises(BertTfError, match="not a readable safetensors file"):
+    checkpoints.load_weights(model, str(tmp_path))
+  # The real MiniLM weights into a config of another size: shape error naming the variable.
+  with pytest.raises(BertTfError, match=r"word_embeddings has shape \[30522, 384\]"):
+    checkpoints.load_weights(model, str(minilm_path))
+
+
+def test_partial_head_load_is_reported(google_checkpoint):
+  from bert_tf.modeling import BertClassifier
+  model = BertClassifier(BertConfig.from_dict(TINY), num_labels=2)
+  report = checkpoints.load_weights(model, google_checkpoint)
+  assert report.missing == ["output_weights", "output_bias"]
+  assert "cls/predictions/output_bias" in report.unexpected
+  assert "missing (left at their initial values): output_weights" in str(report)

@@ -1,0 +1,80 @@
+"""bert_tf against Google's original modeling.py + run_pretraining.py heads (bert-tensorflow
+1.0.4, TF1 graph mode): same checkpoint, same inputs, same numbers; checkpoints round-trip."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.modeling import BertConfig, BertPretrainer, pretraining_loss
+from bert_tf.modeling import checkpoints
+from tests.reference import google_models
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+  config = google_models.tiny_config_dict()
+  features = google_models.random_pretraining_features(config)
+  path = str(tmp_path_factory.mktemp("google") / "bert_model.ckpt")
+  outputs = google_models.run_google_pretraining(config, features, save_path=path)
+  return config, features, path, outputs
+
+
+def _ours(config, features, path):
+  model = BertPretrainer(BertConfig.from_dict(config))
+  report = checkpoints.load_google_checkpoint(model, path)
+  assert not report.missing and not report.unexpected
+  inputs = {k: tf.constant(v) for k, v in features.items()}
+  return model, model(inputs, training=False), model.bert(inputs, training=False)
+
+
+def test_variable_names_are_googles(original):
+  config, _, _, outputs = original
+  model = BertPretrainer(BertConfig.from_dict(config))
+  assert sorted(checkpoints.google_variable_map(model)) == outputs["variable_names"]
+
+
+def test_encoder_and_heads_match_original(original):
+  config, features, path, expected = original
+  model, outputs, encoder = _ours(config, features, path)
+  np.testing.assert_allclose(encoder["embedding_output"], expected["embedding_output"],
+                             atol=1e-5)
+  assert len(encoder["encoder_outputs"]) == len(expected["encoder_outputs"]) == 2
+  for ours, theirs in zip(encoder["encoder_outputs"], expected["encoder_outputs"]):
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+  np.testing.assert_allclose(encoder["sequence_output"], expected["sequence_output"], atol=1e-5)
+  np.testing.assert_allclose(encoder["pooled_output"], expected["pooled_output"], atol=1e-5)
+  log_probs = tf.nn.log_softmax(outputs["masked_lm_logits"]).numpy()
+  np.testing.assert_allclose(log_probs.reshape(-1, config["vocab_size"]),
+                             expected["masked_lm_log_probs"], atol=1e-5)
+  np.testing.assert_allclose(tf.nn.log_softmax(outputs["next_sentence_logits"]),
+                             expected["next_sentence_log_probs"], atol=1e-5)
+  losses = pretraining_loss(outputs, features)
+  np.testing.assert_allclose(losses["masked_lm_loss"], expected["masked_lm_loss"], rtol=1e-5)
+  np.testing.assert_allclose(losses["next_sentence_loss"], expected["next_sentence_loss"],
+                             rtol=1e-5)
+  del model
+
+
+def test_google_checkpoint_round_trips_bit_for_bit(original, tmp_path):
+  config, features, path, _ = original
+  model, _, _ = _ours(config, features, path)
+  out = checkpoints.save_google_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
+  theirs = tf.train.load_checkpoint(path)
+  ours = tf.train.load_checkpoint(out)
+  assert ours.get_variable_to_shape_map() == theirs.get_variable_to_shape_map()
+  for name in theirs.get_variable_to_shape_map():
+    a, b = ours.get_tensor(name), theirs.get_tensor(name)
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+  # No temporary files are left behind.
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "checkpoint"]
+
+
+def test_google_code_reads_our_checkpoint(original, tmp_path):
+  """A model written by bert_tf is restored by Google's own code and gives its numbers."""
+  config, features, path, expected = original
+  model, _, _ = _ours(config, features, path)
+  out = checkpoints.save_google_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
+  again = google_models.run_google_pretraining(config, features, restore_path=out)
+  np.testing.assert_array_equal(again["sequence_output"], expected["sequence_output"])
+  np.testing.assert_array_equal(again["masked_lm_log_probs"], expected["masked_lm_log_probs"])
