@@ -61,9 +61,14 @@ def _dense(units, config, name, activation=None, dtype=None):
 
 
 class _ConfigLayer(keras.layers.Layer):
-  """A layer constructed from a ``BertConfig``; serializes the config as a dict."""
+  """A layer constructed from a ``BertConfig``; serializes the config as a dict.
+
+  Inputs are not auto-cast to the compute dtype: residual streams and the attention mask
+  stay float32 under mixed precision, and each dense sublayer casts its own input.
+  """
 
   def __init__(self, config, **kwargs):
+    kwargs.setdefault("autocast", False)
     super().__init__(**kwargs)
     self.config = as_config(config)
 
