@@ -21,7 +21,7 @@ test: venv
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 quickstart: venv
-	bash data_prep/quickstart.sh
+	bash quickstart.sh
 
 clean:
 	rm -rf $(VENV) quickstart_output

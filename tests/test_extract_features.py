@@ -1,0 +1,65 @@
+"""extract_features.py end to end on the real MiniLM weights, against transformers' numbers."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import FIXTURES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINES = ["The quick brown fox jumps over the lazy dog. ||| It barked back.",
+         "Paris is the capital of France; Berlin is Germany's."]
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"), *args],
+                        capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def _common(minilm_path):
+  return [f"--vocab_file={minilm_path / 'vocab.txt'}",
+          f"--bert_config_file={minilm_path / 'config.json'}",
+          f"--init_checkpoint={minilm_path}"]
+
+
+def test_output_matches_transformers(tmp_path, minilm_path):
+  reference = np.load(FIXTURES / "minilm_reference.npz")
+  (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n")
+  out = tmp_path / "out.jsonl"
+  result = _run(f"--input_file={tmp_path / 'in.txt'}", f"--output_file={out}",
+                "--layers=-1,-2", "--max_seq_length=24", "--batch_size=1",
+                *_common(minilm_path))
+  assert result.returncode == 0, result.stderr
+  rows = [json.loads(line) for line in out.read_text().splitlines()]
+  assert [r["linex_index"] for r in rows] == [0, 1]
+  vocab = (minilm_path / "vocab.txt").read_text().splitlines()
+  for b, row in enumerate(rows):
+    n = int(reference["input_mask"][b].sum())
+    tokens = [f["token"] for f in row["features"]]
+    assert tokens == [vocab[i] for i in reference["input_ids"][b, :n]]
+    for t, feature in enumerate(row["features"]):
+      assert [layer["index"] for layer in feature["layers"]] == [-1, -2]
+      for layer, hidden in zip(feature["layers"], (6, 5)):
+        np.testing.assert_allclose(layer["values"], reference["hidden_states"][hidden, b, t],
+                                   atol=2e-5)
+  # A pair has segment B tokens after the first [SEP]; both [SEP]s are there.
+  assert [f["token"] for f in rows[0]["features"]].count("[SEP]") == 2
+
+
+@pytest.mark.parametrize("flag,needle", [
+    ("--input_file=/nonexistent/in.txt", "input file not found (--input_file)"),
+    ("--layers=-7", "--layers: index -7 is out of range for a model with 6 layers"),
+])
+def test_bad_input_is_one_line_error(tmp_path, minilm_path, flag, needle):
+  (tmp_path / "in.txt").write_text("hello\n")
+  args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={tmp_path / 'o.jsonl'}",
+          *_common(minilm_path), flag]
+  result = _run(*args)
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert needle in last and "Traceback" not in result.stderr
+  assert not (tmp_path / "o.jsonl").exists()
