@@ -1,0 +1,395 @@
+"""The original BERT optimizer and learning-rate schedule, plus AdamW and LAMB, for Keras 3.
+
+Three optimizers share one skeleton (``_BertOptimizer``): the same Adam moments, the same
+decoupled weight decay with the same name-based exclusion, the same global-norm clipping.
+They differ only in how the moments become an update:
+
+  ``AdamWeightDecay`` ("adamw_original"), Google's ``AdamWeightDecayOptimizer`` exactly:
+      m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+      u = m / (sqrt(v) + eps) [+ weight_decay_rate * param]      NO bias correction
+      param -= lr * u
+  ``AdamW`` ("adamw"), Loshchilov & Hutter 2019 with Adam's bias correction:
+      m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t)             t = 1, 2, ... (update count)
+      u = m_hat / (sqrt(v_hat) + eps) [+ weight_decay_rate * param];  param -= lr * u
+  ``LAMB`` ("lamb"), You et al. 2019 (arXiv:1904.00962, Algorithm 2):
+      u as AdamW;  ratio = ||param|| / ||u|| (1 where either norm is 0, or the variable is
+      excluded from layer adaptation);  param -= lr * ratio * u
+
+The arithmetic of ``AdamWeightDecay`` and ``WarmupPolynomialDecay`` follows the original's
+float32 operations op for op (same constants, same casts, same order), so that the two agree
+to the last bit or nearly; ``tests/training/test_optimization.py`` checks them step for step
+against bert-tensorflow 1.0.4 run in graph mode.
+
+Weight decay exclusion: a variable is exempt when any pattern of ``exclude_from_weight_decay``
+(default ``["LayerNorm", "layer_norm", "bias"]``) matches its name by ``re.search``. The name
+is the Keras 3 variable's ``path`` (e.g. ``bert/encoder/layer_0/attention/output/LayerNorm/gamma``),
+not its ``name`` (just ``gamma``), so that ``LayerNorm`` is seen as in the original's TF1
+names; a plain ``tf.Variable`` is matched by its ``name`` without the ``:0`` suffix.
+
+Clipping: with ``global_clipnorm`` set, gradients are clipped with ``tf.clip_by_global_norm``
+(the original's own op, so the same arithmetic) AFTER they are summed over replicas, i.e. on
+the gradient of the global batch. (Stock Keras clips each replica's gradient before the
+all-reduce.) The original on TPU clipped each core's gradient and then summed the clipped
+gradients (``CrossShardOptimizer``); on one device the two agree.
+
+Usage, in a custom loop or ``model.compile``:
+
+    with strategy.scope():
+      optimizer = create_optimizer(init_lr=1e-4, num_train_steps=1000, num_warmup_steps=100)
+      optimizer.build(model.trainable_variables)  # before a jit-compiled / TPU step
+    ...
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))  # inside strategy.run
+
+The optimizer must be created under the strategy's scope (Keras records the strategy then).
+Gradient accumulation belongs to the training loop (sum micro-batch gradients, then apply
+once), so Keras's ``gradient_accumulation_steps`` is refused here: Keras would feed the
+learning-rate schedule the micro-step count. The moment slots of a variable are
+``optimizer.slot(var, "m")`` and ``optimizer.slot(var, "v")`` (Google checkpoints name them
+``<var>/adam_m`` and ``<var>/adam_v``).
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+
+# The original's hyperparameters (optimization.py, create_optimizer); flags import these.
+DEFAULT_WEIGHT_DECAY_RATE = 0.01
+DEFAULT_BETA_1 = 0.9
+DEFAULT_BETA_2 = 0.999
+DEFAULT_EPSILON = 1e-6
+DEFAULT_CLIP_NORM = 1.0
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+DEFAULT_OPTIMIZER_TYPE = "adamw_original"
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """The original BERT learning rate: linear warmup, then polynomial decay to an end value.
+
+    lr(step) = (init_lr - end_lr) * (1 - min(step, num_train_steps) / num_train_steps)^power
+               + end_lr
+    lr(step) = init_lr * step / num_warmup_steps        while step < num_warmup_steps
+
+  ``step`` counts updates already applied (0 for the first update, as the original's
+  ``global_step``). Computed in float32 with the original's ops and casts
+  (``tf.train.polynomial_decay``, then the warmup blend ``(1 - w) * decayed + w * warmup``).
+
+  Example:
+    >>> schedule = WarmupPolynomialDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    >>> float(schedule(5)), float(schedule(55))
+    (4.999999873689376e-05, 4.499999704421498e-05)
+  """
+
+  def __init__(self, initial_learning_rate, num_train_steps, num_warmup_steps=0,
+               end_learning_rate=0.0, power=1.0, name=None):
+    super().__init__()
+    self.initial_learning_rate = initial_learning_rate
+    self.num_train_steps = num_train_steps
+    self.num_warmup_steps = num_warmup_steps
+    self.end_learning_rate = end_learning_rate
+    self.power = power
+    self.name = name
+
+  def __call__(self, step):
+    """Returns the learning rate for ``step`` (an int scalar), a float32 scalar tensor."""
+    with tf.name_scope(self.name or "WarmupPolynomialDecay"):
+      step = tf.convert_to_tensor(step)
+      # tf.train.polynomial_decay(tf.constant(init_lr), global_step, num_train_steps,
+      # end_learning_rate, power, cycle=False): float32 throughout.
+      initial_learning_rate = tf.constant(self.initial_learning_rate, dtype=tf.float32)
+      end_learning_rate = tf.cast(self.end_learning_rate, tf.float32)
+      power = tf.cast(self.power, tf.float32)
+      decay_steps = tf.cast(self.num_train_steps, tf.float32)
+      decay_step = tf.minimum(tf.cast(step, tf.float32), decay_steps)
+      p = tf.divide(decay_step, decay_steps)
+      learning_rate = tf.add(
+          tf.multiply(initial_learning_rate - end_learning_rate, tf.pow(1 - p, power)),
+          end_learning_rate)
+      if self.num_warmup_steps:
+        # The original goes through int32 before float32 here.
+        step_int = tf.cast(step, tf.int32)
+        warmup_steps_int = tf.constant(self.num_warmup_steps, dtype=tf.int32)
+        warmup_percent_done = (tf.cast(step_int, tf.float32) /
+                               tf.cast(warmup_steps_int, tf.float32))
+        warmup_learning_rate = self.initial_learning_rate * warmup_percent_done
+        is_warmup = tf.cast(step_int < warmup_steps_int, tf.float32)
+        learning_rate = ((1.0 - is_warmup) * learning_rate +
+                         is_warmup * warmup_learning_rate)
+      return learning_rate
+
+  def get_config(self):
+    return {
+        "initial_learning_rate": self.initial_learning_rate,
+        "num_train_steps": self.num_train_steps,
+        "num_warmup_steps": self.num_warmup_steps,
+        "end_learning_rate": self.end_learning_rate,
+        "power": self.power,
+        "name": self.name,
+    }
+
+
+def variable_name(variable):
+  """The name weight-decay exclusion patterns are matched against (see module docstring)."""
+  path = getattr(variable, "path", None)
+  if path:
+    return path
+  return re.sub(r":\d+$", "", variable.name)
+
+
+class _BertOptimizer(keras.optimizers.Optimizer):
+  """Adam moments + decoupled weight decay with name exclusion + clipping after all-reduce.
+
+  Subclasses implement ``_update(grad, param, m, v, use_decay, variable_index)`` returning
+  the new parameter value; moments are computed here with the original's arithmetic.
+  """
+
+  _UNSUPPORTED = ("weight_decay", "gradient_accumulation_steps", "use_ema")
+
+  def __init__(self, learning_rate, weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+               beta_1=DEFAULT_BETA_1, beta_2=DEFAULT_BETA_2, epsilon=DEFAULT_EPSILON,
+               exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+               name=None, **kwargs):
+    for key in self._UNSUPPORTED:
+      if kwargs.get(key):
+        raise ValueError(
+            f"{type(self).__name__} does not support Keras's `{key}`: weight decay is "
+            "`weight_decay_rate`, gradient accumulation belongs to the training loop.")
+      kwargs.pop(key, None)
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self._weight_decay_exclusions = list(exclude_from_weight_decay or [])
+
+  # === Variables ===
+
+  def build(self, variables):
+    """Creates the ``m`` and ``v`` slots of each variable and fixes who gets weight decay."""
+    if self.built:
+      return
+    super().build(variables)
+    self._m, self._v = self.add_optimizer_variables(variables, ["m", "v"])
+    self._use_decay = [self.uses_weight_decay(var) for var in variables]
+
+  def slot(self, variable, slot_name):
+    """The optimizer variable ``slot_name`` ("m" or "v") of model ``variable``."""
+    slots = {"m": self._m, "v": self._v}
+    if slot_name not in slots:
+      raise ValueError(f"slot_name must be 'm' or 'v', got {slot_name!r}")
+    return slots[slot_name][self._get_variable_index(variable)]
+
+  def uses_weight_decay(self, variable):
+    """Whether ``variable`` is decayed: rate nonzero and no exclusion pattern matches."""
+    return self._decays_name(variable_name(variable), self._weight_decay_exclusions)
+
+  def _decays_name(self, name, patterns):
+    if not self.weight_decay_rate:
+      return False
+    return not any(re.search(pattern, name) is not None for pattern in patterns)
+
+  def exclude_from_weight_decay(self, var_list=None, var_names=None):
+    """Keras's API, mapped to this optimizer's rule: adds patterns (``var_names``)."""
+    if self.built:
+      raise ValueError("exclude_from_weight_decay() must be called before build().")
+    if var_list:
+      raise ValueError(f"{type(self).__name__} excludes by name pattern only (var_names).")
+    self._weight_decay_exclusions.extend(var_names or [])
+
+  # === Update ===
+
+  def _clip_gradients(self, grads):
+    if self.global_clipnorm and self.global_clipnorm > 0:
+      # The original's op: norm = sqrt(2 * sum(l2_loss(g))), scale = clip * min(1/norm, 1/clip).
+      clipped, _ = tf.clip_by_global_norm(grads, self.global_clipnorm)
+      return clipped
+    return super()._clip_gradients(grads)
+
+  def _backend_apply_gradients(self, grads, trainable_variables):
+    # Keras would clip each replica's gradient and all-reduce afterwards; BERT clips the
+    # gradient of the whole batch, so reduce first, then clip, then update.
+    tf_variables = [v.value if isinstance(v, keras.Variable) else v
+                    for v in trainable_variables]
+    grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, tf_variables)))
+    grads = self._clip_gradients([g for g, _ in grads_and_vars])
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        self._distributed_tf_update_step, self._distribution_strategy,
+        list(zip(grads, tf_variables)), self.learning_rate)
+
+  def update_step(self, gradient, variable, learning_rate):
+    index = self._get_variable_index(variable)
+    m, v = self._m[index], self._v[index]
+    # The original multiplies IndexedSlices by constants, which densifies them: every row of
+    # m and v decays each step.
+    grad = tf.cast(tf.convert_to_tensor(gradient), variable.dtype)
+    next_m = (tf.multiply(self.beta_1, tf.convert_to_tensor(m)) +
+              tf.multiply(1.0 - self.beta_1, grad))
+    next_v = (tf.multiply(self.beta_2, tf.convert_to_tensor(v)) +
+              tf.multiply(1.0 - self.beta_2, tf.square(grad)))
+    param = tf.convert_to_tensor(variable)
+    next_param = self._update(
+        param, next_m, next_v, tf.cast(learning_rate, variable.dtype), index)
+    self.assign(variable, next_param)
+    self.assign(m, next_m)
+    self.assign(v, next_v)
+
+  def _update(self, param, next_m, next_v, learning_rate, index):
+    raise NotImplementedError
+
+  def _bias_corrected_direction(self, param, next_m, next_v, index):
+    """m_hat / (sqrt(v_hat) + eps) [+ weight_decay_rate * param], t = updates so far + 1."""
+    step = tf.cast(self.iterations + 1, param.dtype)
+    m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, param.dtype), step))
+    v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, param.dtype), step))
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    if self._use_decay[index]:
+      update += self.weight_decay_rate * param
+    return update
+
+  # === Config ===
+
+  def get_config(self):
+    config = super().get_config()
+    for key in self._UNSUPPORTED:
+      config.pop(key, None)
+    config.update({
+        "weight_decay_rate": self.weight_decay_rate,
+        "beta_1": self.beta_1,
+        "beta_2": self.beta_2,
+        "epsilon": self.epsilon,
+        "exclude_from_weight_decay": list(self._weight_decay_exclusions),
+    })
+    return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(_BertOptimizer):
+  """Google's ``AdamWeightDecayOptimizer``: Adam without bias correction, decoupled decay.
+
+  Same arithmetic as the original (see the module docstring); slots ``m``/``v`` are the
+  original's ``adam_m``/``adam_v``.
+  """
+
+  def __init__(self, learning_rate, name="AdamWeightDecay", **kwargs):
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+  def _update(self, param, next_m, next_v, learning_rate, index):
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    if self._use_decay[index]:
+      update += self.weight_decay_rate * param
+    return param - learning_rate * update
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamW(_BertOptimizer):
+  """Adam with bias correction and decoupled weight decay (Loshchilov & Hutter 2019).
+
+  ``param -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay_rate * param)``; eps is added
+  to sqrt(v_hat) as in the Adam paper's Algorithm 1 (Keras's Adam adds it to sqrt(v)).
+  """
+
+  def __init__(self, learning_rate, name="AdamW", **kwargs):
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+  def _update(self, param, next_m, next_v, learning_rate, index):
+    return param - learning_rate * self._bias_corrected_direction(param, next_m, next_v, index)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class LAMB(_BertOptimizer):
+  """LAMB (You et al. 2019): the AdamW direction scaled per variable by ||param|| / ||update||.
+
+  Args (beyond ``AdamWeightDecay``'s):
+    exclude_from_layer_adaptation: name patterns whose variables get trust ratio 1; None
+      means the same patterns as ``exclude_from_weight_decay`` (as in TF Addons and NVIDIA's
+      BERT LAMB).
+  """
+
+  def __init__(self, learning_rate, exclude_from_layer_adaptation=None, name="LAMB",
+               **kwargs):
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    self._layer_adaptation_exclusions = (
+        list(exclude_from_layer_adaptation) if exclude_from_layer_adaptation is not None
+        else None)
+
+  def build(self, variables):
+    if self.built:
+      return
+    super().build(variables)
+    patterns = (self._weight_decay_exclusions if self._layer_adaptation_exclusions is None
+                else self._layer_adaptation_exclusions)
+    self._use_layer_adaptation = [
+        not any(re.search(p, variable_name(var)) for p in patterns) for var in variables]
+
+  def _update(self, param, next_m, next_v, learning_rate, index):
+    update = self._bias_corrected_direction(param, next_m, next_v, index)
+    if self._use_layer_adaptation[index]:
+      param_norm = tf.norm(param)
+      update_norm = tf.norm(update)
+      trust_ratio = tf.where(
+          param_norm > 0,
+          tf.where(update_norm > 0, param_norm / update_norm, tf.ones_like(param_norm)),
+          tf.ones_like(param_norm))
+      update = trust_ratio * update
+    return param - learning_rate * update
+
+  def get_config(self):
+    config = super().get_config()
+    config["exclude_from_layer_adaptation"] = self._layer_adaptation_exclusions
+    return config
+
+
+OPTIMIZERS = {
+    "adamw_original": AdamWeightDecay,
+    "adamw": AdamW,
+    "lamb": LAMB,
+}
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps,
+                     optimizer_type=DEFAULT_OPTIMIZER_TYPE,
+                     weight_decay_rate=DEFAULT_WEIGHT_DECAY_RATE,
+                     beta_1=DEFAULT_BETA_1, beta_2=DEFAULT_BETA_2, epsilon=DEFAULT_EPSILON,
+                     clip_norm=DEFAULT_CLIP_NORM,
+                     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     exclude_from_layer_adaptation=None,
+                     end_learning_rate=0.0, power=1.0):
+  """The original ``create_optimizer``'s optimizer: schedule + optimizer + global-norm clip.
+
+  Args:
+    init_lr: peak learning rate (float).
+    num_train_steps: updates until the learning rate reaches ``end_learning_rate``.
+    num_warmup_steps: updates of linear warmup from 0 (0 = no warmup).
+    optimizer_type: "adamw_original" (Google's, default), "adamw" or "lamb".
+    clip_norm: global-norm clip of the summed gradient before each update; 0 or None: none.
+    exclude_from_layer_adaptation: LAMB only (see ``LAMB``).
+  Returns:
+    A Keras optimizer (create it under the strategy's scope).
+  Raises:
+    BertTfError: a value that cannot make a schedule or an unknown ``optimizer_type``.
+  """
+  if optimizer_type not in OPTIMIZERS:
+    raise BertTfError(f"optimizer_type {optimizer_type!r} is not one of "
+                      f"{', '.join(OPTIMIZERS)}")
+  if int(num_train_steps) != num_train_steps or num_train_steps < 1:
+    raise BertTfError(f"num_train_steps must be a positive integer, got {num_train_steps}")
+  if int(num_warmup_steps) != num_warmup_steps or num_warmup_steps < 0:
+    raise BertTfError(f"num_warmup_steps must be an integer >= 0, got {num_warmup_steps}")
+  if clip_norm is not None and clip_norm < 0:
+    raise BertTfError(f"clip_norm must be >= 0 (0 = no clipping), got {clip_norm}")
+  schedule = WarmupPolynomialDecay(
+      float(init_lr), int(num_train_steps), int(num_warmup_steps),
+      end_learning_rate=end_learning_rate, power=power)
+  kwargs = {}
+  if optimizer_type == "lamb":
+    kwargs["exclude_from_layer_adaptation"] = exclude_from_layer_adaptation
+  return OPTIMIZERS[optimizer_type](
+      learning_rate=schedule,
+      weight_decay_rate=weight_decay_rate,
+      beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+      exclude_from_weight_decay=list(exclude_from_weight_decay or []),
+      global_clipnorm=clip_norm or None,
+      **kwargs)

@@ -1,0 +1,229 @@
+"""The one strategy resolver every script uses, and the original's TPU flags as aliases.
+
+Two steps, so that the flag logic is a pure function that tests can pin:
+
+  ``resolve_distribution_args(**flag_values)`` turns new-style values (--distribution_strategy,
+  --tpu, --steps_per_loop, ...) and the original's (--use_tpu, --tpu_name, --master,
+  --num_tpu_cores, --iterations_per_loop) into one ``DistributionArgs``; None means "not given".
+  ``get_strategy(**args.strategy_kwargs())`` builds the ``tf.distribute`` strategy.
+
+So a Cloud TPU command line of the original,
+    --use_tpu=True --tpu_name=my-tpu --tpu_zone=us-central1-f --num_tpu_cores=8
+    --iterations_per_loop=1000
+resolves to distribution_strategy="tpu", tpu="my-tpu", steps_per_loop=1000.
+
+Strategies:
+  default                the default strategy: one device, TensorFlow's placement.
+  one_device             ``OneDeviceStrategy`` on /gpu:0 if a GPU is visible, else /cpu:0.
+  mirrored               ``MirroredStrategy`` over the first ``num_gpus`` GPUs; num_gpus=0:
+                         all visible GPUs, or every logical CPU device if there is no GPU
+                         (tests split the CPU into 2 logical devices).
+  multi_worker_mirrored  ``MultiWorkerMirroredStrategy``; the cluster comes from TF_CONFIG.
+  tpu                    ``TPUStrategy`` on ``tpu`` (a Cloud TPU name, grpc://host:port, or
+                         "local" on a TPU VM; None: $TPU_NAME). A TPU that cannot be reached
+                         is a one-line ``BertTfError`` naming the TPU and zone, within
+                         ``tpu_timeout_s`` seconds, not a hang.
+"""
+
+import dataclasses
+import socket
+import threading
+import urllib.parse
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+
+STRATEGIES = ("default", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
+DEFAULT_STRATEGY = "default"
+# The original's --iterations_per_loop default.
+DEFAULT_STEPS_PER_LOOP = 1000
+# Connecting to and initialising a pod slice takes a minute or two; a TPU that has not
+# answered in this long is not coming.
+DEFAULT_TPU_TIMEOUT_S = 600
+# A TCP connect to the TPU worker, tried first: refused or unroutable addresses fail here.
+_TPU_PROBE_TIMEOUT_S = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionArgs:
+  """Resolved distribution settings (see ``resolve_distribution_args``)."""
+  distribution_strategy: str = DEFAULT_STRATEGY
+  tpu: str | None = None
+  tpu_zone: str | None = None
+  gcp_project: str | None = None
+  num_gpus: int = 0
+  num_tpu_cores: int | None = None
+  steps_per_loop: int = DEFAULT_STEPS_PER_LOOP
+
+  def strategy_kwargs(self):
+    """The keyword arguments of ``get_strategy``."""
+    kwargs = dataclasses.asdict(self)
+    del kwargs["steps_per_loop"]
+    return kwargs
+
+
+def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=None,
+                              gcp_project=None, num_gpus=None, steps_per_loop=None,
+                              use_tpu=None, tpu_name=None, master=None, num_tpu_cores=None,
+                              iterations_per_loop=None):
+  """Merges new-style and original-style flag values into one ``DistributionArgs``.
+
+  Every argument is a flag value, None when the flag was not given. Rules:
+    - --use_tpu=True means --distribution_strategy=tpu; either alone is enough, and
+      --tpu alone implies tpu too. Otherwise the strategy is "default".
+    - --tpu, --tpu_name and --master name the same thing (the original used --tpu_name, or
+      --master for a grpc:// address); giving two different values is an error.
+    - --iterations_per_loop is --steps_per_loop.
+    - Without the tpu strategy, --tpu_name/--master/--tpu_zone/--gcp_project/--num_tpu_cores
+      are ignored, as the original ignored them with --use_tpu=False; --tpu is an error.
+
+  Raises:
+    BertTfError: conflicting or invalid values, naming the flags.
+  """
+  if distribution_strategy is not None and distribution_strategy not in STRATEGIES:
+    raise BertTfError(f"--distribution_strategy={distribution_strategy} is not one of "
+                      f"{', '.join(STRATEGIES)}")
+  if use_tpu and distribution_strategy not in (None, "tpu"):
+    raise BertTfError(f"--use_tpu=True conflicts with "
+                      f"--distribution_strategy={distribution_strategy}")
+  if use_tpu is False and distribution_strategy == "tpu":
+    raise BertTfError("--use_tpu=False conflicts with --distribution_strategy=tpu")
+  if distribution_strategy is None:
+    distribution_strategy = "tpu" if (use_tpu or tpu) else DEFAULT_STRATEGY
+
+  named = [(flag, value) for flag, value in
+           (("--tpu", tpu), ("--tpu_name", tpu_name), ("--master", master)) if value]
+  if len({value for _, value in named}) > 1:
+    (flag_a, value_a), (flag_b, value_b) = named[0], next(
+        (f, v) for f, v in named[1:] if v != named[0][1])
+    raise BertTfError(f"{flag_a}={value_a} conflicts with {flag_b}={value_b}: they name the "
+                      "same TPU")
+  if distribution_strategy == "tpu":
+    tpu = named[0][1] if named else None
+  elif tpu:
+    raise BertTfError(f"--tpu={tpu} needs --distribution_strategy=tpu (got "
+                      f"{distribution_strategy})")
+  else:
+    tpu_zone = gcp_project = num_tpu_cores = None
+
+  if (steps_per_loop is not None and iterations_per_loop is not None and
+      steps_per_loop != iterations_per_loop):
+    raise BertTfError(f"--steps_per_loop={steps_per_loop} conflicts with "
+                      f"--iterations_per_loop={iterations_per_loop}: they are the same flag")
+  if steps_per_loop is None:
+    steps_per_loop = (iterations_per_loop if iterations_per_loop is not None
+                      else DEFAULT_STEPS_PER_LOOP)
+  if steps_per_loop < 1:
+    raise BertTfError(f"--steps_per_loop must be >= 1, got {steps_per_loop}")
+  num_gpus = 0 if num_gpus is None else num_gpus
+  if num_gpus < 0:
+    raise BertTfError(f"--num_gpus must be >= 0, got {num_gpus}")
+  if num_tpu_cores is not None and num_tpu_cores < 1:
+    raise BertTfError(f"--num_tpu_cores must be >= 1, got {num_tpu_cores}")
+  return DistributionArgs(
+      distribution_strategy=distribution_strategy, tpu=tpu, tpu_zone=tpu_zone,
+      gcp_project=gcp_project, num_gpus=num_gpus, num_tpu_cores=num_tpu_cores,
+      steps_per_loop=steps_per_loop)
+
+
+def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None,
+                 gcp_project=None, num_gpus=0, num_tpu_cores=None,
+                 tpu_timeout_s=DEFAULT_TPU_TIMEOUT_S):
+  """Returns the ``tf.distribute.Strategy`` named by ``distribution_strategy``.
+
+  Args:
+    distribution_strategy: one of ``STRATEGIES`` (see the module docstring).
+    tpu, tpu_zone, gcp_project: the Cloud TPU (tpu strategy only).
+    num_gpus: GPUs for mirrored / one_device; 0 = what is visible.
+    num_tpu_cores: if given, the TPU must have this many cores (replicas).
+    tpu_timeout_s: seconds to wait for the TPU to connect and initialise.
+  Raises:
+    BertTfError: an unknown strategy, missing GPUs, or a TPU that cannot be reached.
+  """
+  if distribution_strategy == "default":
+    return tf.distribute.get_strategy()
+  if distribution_strategy == "one_device":
+    return tf.distribute.OneDeviceStrategy(_gpu_devices(num_gpus, at_most=1)[0]
+                                           if num_gpus or _visible("GPU") else "/cpu:0")
+  if distribution_strategy == "mirrored":
+    devices = _gpu_devices(num_gpus) if num_gpus or _visible("GPU") else _visible("CPU")
+    return tf.distribute.MirroredStrategy(devices)
+  if distribution_strategy == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if distribution_strategy == "tpu":
+    strategy = _tpu_strategy(tpu, tpu_zone, gcp_project, tpu_timeout_s)
+    if num_tpu_cores is not None and strategy.num_replicas_in_sync != num_tpu_cores:
+      raise BertTfError(f"--num_tpu_cores={num_tpu_cores} but "
+                        f"{_describe_tpu(tpu, tpu_zone, gcp_project)} has "
+                        f"{strategy.num_replicas_in_sync} cores")
+    return strategy
+  raise BertTfError(f"--distribution_strategy={distribution_strategy} is not one of "
+                    f"{', '.join(STRATEGIES)}")
+
+
+def _visible(device_type):
+  return [device.name for device in tf.config.list_logical_devices(device_type)]
+
+
+def _gpu_devices(num_gpus, at_most=None):
+  gpus = _visible("GPU")
+  if at_most is not None and num_gpus > at_most:
+    raise BertTfError(f"--num_gpus={num_gpus} but this strategy uses at most {at_most}")
+  if num_gpus > len(gpus):
+    raise BertTfError(f"--num_gpus={num_gpus} but {len(gpus)} GPUs are visible")
+  return gpus[:num_gpus] if num_gpus else gpus
+
+
+def _describe_tpu(tpu, tpu_zone, gcp_project):
+  where = [f"zone {tpu_zone or '(default)'}"]
+  if gcp_project:
+    where.append(f"project {gcp_project}")
+  return f"TPU {tpu or '$TPU_NAME'!r} ({', '.join(where)})"
+
+
+def _first_line(error):
+  text = str(error).strip() or type(error).__name__
+  return text.splitlines()[0].strip()
+
+
+def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s):
+  """Resolves, probes, connects and initialises the TPU; each failure is one line."""
+  what = _describe_tpu(tpu, tpu_zone, gcp_project)
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu, zone=tpu_zone, project=gcp_project)
+    master = resolver.master()
+  except Exception as e:  # The Cloud TPU API client raises many types; all mean "not found".
+    raise BertTfError(f"cannot find {what}: {_first_line(e)}") from e
+
+  local = tpu == "local" or not master
+  if not local:
+    address = urllib.parse.urlparse(master if "://" in master else f"grpc://{master}")
+    try:
+      socket.create_connection((address.hostname, address.port or 8470),
+                               timeout=min(_TPU_PROBE_TIMEOUT_S, timeout_s)).close()
+    except OSError as e:
+      raise BertTfError(f"cannot reach {what} at {master}: {_first_line(e)}") from e
+
+  # Connecting and initialising can block forever on a worker that accepts connections
+  # but never answers; wait in a daemon thread and give up after timeout_s.
+  outcome = {}
+
+  def connect():
+    try:
+      if not local:
+        tf.config.experimental_connect_to_cluster(resolver)
+      tf.tpu.experimental.initialize_tpu_system(resolver)
+    except Exception as e:  # Reported below, in the caller's thread.
+      outcome["error"] = e
+
+  thread = threading.Thread(target=connect, name="tpu-connect", daemon=True)
+  thread.start()
+  thread.join(timeout_s)
+  if thread.is_alive():
+    raise BertTfError(f"{what} at {master or 'local'} did not answer within {timeout_s} s")
+  if "error" in outcome:
+    raise BertTfError(f"cannot initialise {what}: {_first_line(outcome['error'])}") from (
+        outcome["error"])
+  return tf.distribute.TPUStrategy(resolver)
