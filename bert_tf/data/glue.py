@@ -1,0 +1,655 @@
+"""GLUE, XNLI and user sentence-(pair) classification tasks: the ONE task table, readers, writers.
+
+Every fact about a task lives in `TASKS`: which file holds which split, which columns hold
+text_a / text_b / label in the official layout, the label names in id order, whether it is a
+regression, which metrics it reports, its tensorflow-datasets name, and the GLUE-submission file
+each predict split goes to. The processors, `bert_tf.metrics` and the run_classifier script
+read the table; nothing else spells these facts out.
+
+Official layouts (column numbers from 0; the GLUE files as download_glue_data.py writes them):
+
+  task    split          file                  header  text_a  text_b  label
+  CoLA    train/dev      {split}.tsv           no      3       -       1
+          test           test.tsv              yes     1       -       -
+  SST-2   train/dev      {split}.tsv           yes     0       -       1
+          test           test.tsv              yes     1       -       -
+  MRPC    train/dev      {split}.tsv           yes     3       4       0
+          test           test.tsv              yes     3       4       -
+  STS-B   train/dev      {split}.tsv           yes     7       8       9 (score 0-5, float)
+          test           test.tsv              yes     7       8       -
+  QQP     train/dev      {split}.tsv           yes     3       4       5
+          test           test.tsv              yes     1       2       -
+  MNLI    train          train.tsv             yes     8       9       last
+          dev_(mis)matched, test_(mis)matched: dev_matched.tsv, ...      (test: no label)
+  QNLI, RTE, WNLI        {split}.tsv           yes     1       2       3 (test: none)
+  AX      test           diagnostic.tsv|AX.tsv yes     1       2       - (MNLI labels)
+  XNLI    train          multinli/multinli.train.{language}.tsv   yes  0  1  2
+          dev/test       xnli.{dev,test}.tsv   yes     6       7       1 (rows of `language` only)
+
+GLUE files are read as the original run_classifier reads them: tab-separated, no quoting (MNLI
+and MRPC sentences contain unbalanced quotes), UTF-8 (a byte-order mark is dropped). A row with
+the wrong number of columns, an unknown label, an empty text or a non-numeric score raises a
+one-line `BertTfError` naming the file and line.
+
+A user task needs no code: a data_dir with train/dev/test .tsv (tab-separated, no quoting) or
+.csv (comma-separated, standard quoting) files whose header names the columns `text_a`,
+optionally `text_b`, and `label` (other columns are ignored); see `UserTaskProcessor`.
+
+Example:
+  >>> processor = get_processor("mrpc")
+  >>> processor.get_labels()
+  ['0', '1']
+  >>> get_task("MNLI").predict_splits["test_mismatched"]
+  'MNLI-mm.tsv'
+"""
+
+import csv
+import dataclasses
+import io
+import os
+import types
+from typing import Mapping, Optional, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+
+@dataclasses.dataclass
+class InputExample:
+  """One example: raw text(s) and label, as the original run_classifier's InputExample.
+
+  Attributes:
+    guid: unique id, "<split>-<id or row>" (the original's ids where it had a processor).
+    text_a: str, the first (or only) untokenized sequence.
+    text_b: str or None, the second sequence of a pair task.
+    label: the label name (str, one of the task's labels), the score (float, regression), or
+      None for an unlabelled test example.
+  """
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Optional[Union[str, float]] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+  """Where one split of a task lives: the file and the columns (negative = from the end).
+
+  Attributes:
+    files: file name(s) relative to data_dir, the first that exists is read; may contain
+      "{language}" (XNLI).
+    text_a, text_b, label: column numbers; text_b None for single-sentence tasks, label None
+      for unlabelled (test) splits.
+    guid: column holding the example's id, or None for the row's position in the file
+      (counting the header), as the original's CoLA and MRPC processors do.
+    header: whether the first line is a header (then every row must have as many columns).
+    num_columns: the column count of a header-less file.
+    language: column that must equal the processor's language for a row to be kept (XNLI).
+    guid_prefix: the guid's prefix when it is not the split name (the original's MNLI "test").
+  """
+  files: Tuple[str, ...]
+  text_a: int
+  text_b: Optional[int] = None
+  label: Optional[int] = None
+  guid: Optional[int] = None
+  header: bool = True
+  num_columns: Optional[int] = None
+  language: Optional[int] = None
+  guid_prefix: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsSource:
+  """The same task in tensorflow-datasets: dataset name, split names, text feature keys."""
+  name: str
+  splits: Mapping[str, str]
+  text_a: str
+  text_b: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+  """Everything bert_tf knows about one task.
+
+  Attributes:
+    name: canonical lower-case name ("cola", "sst-2", ..., "user").
+    labels: label names in id order (the classifier's output order); () for regression.
+    splits: split name -> `Columns`.
+    metrics: names of `bert_tf.metrics.METRICS` reported on eval splits.
+    eval_splits: split -> prefix of its metric keys in eval_results.txt ("eval_", "eval_mm_").
+    predict_splits: split -> GLUE-submission file name, or None where GLUE takes no file.
+    is_regression: one output, mean-squared-error loss, float labels (STS-B).
+    train_split: the split fine-tuning trains on (None for predict-only tasks such as AX).
+    tfds: the tensorflow-datasets source, or None.
+    label_aliases: label spellings mapped onto `labels` while reading (XNLI's "contradictory").
+  """
+  name: str
+  labels: Tuple[str, ...]
+  splits: Mapping[str, Columns]
+  metrics: Tuple[str, ...]
+  eval_splits: Mapping[str, str]
+  predict_splits: Mapping[str, Optional[str]]
+  is_regression: bool = False
+  train_split: Optional[str] = "train"
+  tfds: Optional[TfdsSource] = None
+  label_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+  @property
+  def num_labels(self):
+    """Width of the classifier output: 1 for regression, else the number of labels."""
+    return 1 if self.is_regression else len(self.labels)
+
+
+def _frozen(mapping):
+  return types.MappingProxyType(dict(mapping))
+
+
+def _standard_task(name, labels, train_dev, test, metrics, submission, tfds_name, tfds_text,
+                   is_regression=False):
+  """A task with train.tsv, dev.tsv and test.tsv (all but CoLA's test share one layout)."""
+  return GlueTask(
+      name=name, labels=tuple(labels), is_regression=is_regression, metrics=tuple(metrics),
+      splits=_frozen({
+          "train": dataclasses.replace(train_dev, files=("train.tsv",)),
+          "dev": dataclasses.replace(train_dev, files=("dev.tsv",)),
+          "test": dataclasses.replace(test, files=("test.tsv",)),
+      }),
+      eval_splits=_frozen({"dev": "eval_"}),
+      predict_splits=_frozen({"test": submission}),
+      tfds=TfdsSource(f"glue/{tfds_name}",
+                      _frozen({"train": "train", "dev": "validation", "test": "test"}),
+                      *tfds_text))
+
+
+_BINARY = ("0", "1")
+_NLI = ("contradiction", "entailment", "neutral")  # The original MnliProcessor's order.
+_ENTAILMENT = ("entailment", "not_entailment")
+
+# The ONE GLUE task table. Metric names are `bert_tf.metrics.METRICS` keys.
+TASKS = _frozen({task.name: task for task in [
+    _standard_task(
+        "cola", _BINARY,
+        Columns((), text_a=3, label=1, header=False, num_columns=4),
+        Columns((), text_a=1),
+        ("accuracy", "mcc"), "CoLA.tsv", "cola", ("sentence",)),
+    _standard_task(
+        "sst-2", _BINARY, Columns((), text_a=0, label=1), Columns((), text_a=1, guid=0),
+        ("accuracy",), "SST-2.tsv", "sst2", ("sentence",)),
+    _standard_task(
+        "mrpc", _BINARY, Columns((), text_a=3, text_b=4, label=0), Columns((), text_a=3, text_b=4),
+        ("accuracy", "f1"), "MRPC.tsv", "mrpc", ("sentence1", "sentence2")),
+    _standard_task(
+        "sts-b", (), Columns((), text_a=7, text_b=8, label=9, guid=0),
+        Columns((), text_a=7, text_b=8, guid=0),
+        ("pearson", "spearman"), "STS-B.tsv", "stsb", ("sentence1", "sentence2"),
+        is_regression=True),
+    _standard_task(
+        "qqp", _BINARY, Columns((), text_a=3, text_b=4, label=5, guid=0),
+        Columns((), text_a=1, text_b=2, guid=0),
+        ("accuracy", "f1"), "QQP.tsv", "qqp", ("question1", "question2")),
+    GlueTask(
+        name="mnli", labels=_NLI, metrics=("accuracy",),
+        splits=_frozen({
+            "train": Columns(("train.tsv",), text_a=8, text_b=9, label=-1, guid=0),
+            "dev_matched": Columns(("dev_matched.tsv",), text_a=8, text_b=9, label=-1, guid=0),
+            "dev_mismatched": Columns(("dev_mismatched.tsv",), text_a=8, text_b=9, label=-1,
+                                      guid=0),
+            "test_matched": Columns(("test_matched.tsv",), text_a=8, text_b=9, guid=0,
+                                    guid_prefix="test"),
+            "test_mismatched": Columns(("test_mismatched.tsv",), text_a=8, text_b=9, guid=0),
+        }),
+        eval_splits=_frozen({"dev_matched": "eval_", "dev_mismatched": "eval_mm_"}),
+        predict_splits=_frozen({"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
+        tfds=TfdsSource("glue/mnli", _frozen({
+            "train": "train", "dev_matched": "validation_matched",
+            "dev_mismatched": "validation_mismatched", "test_matched": "test_matched",
+            "test_mismatched": "test_mismatched"}), "premise", "hypothesis")),
+    _standard_task(
+        "qnli", _ENTAILMENT, Columns((), text_a=1, text_b=2, label=3, guid=0),
+        Columns((), text_a=1, text_b=2, guid=0),
+        ("accuracy",), "QNLI.tsv", "qnli", ("question", "sentence")),
+    _standard_task(
+        "rte", _ENTAILMENT, Columns((), text_a=1, text_b=2, label=3, guid=0),
+        Columns((), text_a=1, text_b=2, guid=0),
+        ("accuracy",), "RTE.tsv", "rte", ("sentence1", "sentence2")),
+    _standard_task(
+        "wnli", _BINARY, Columns((), text_a=1, text_b=2, label=3, guid=0),
+        Columns((), text_a=1, text_b=2, guid=0),
+        ("accuracy",), "WNLI.tsv", "wnli", ("sentence1", "sentence2")),
+    GlueTask(
+        # The diagnostic set: predicted with an MNLI model, so MNLI's labels; no training.
+        name="ax", labels=_NLI, metrics=("accuracy",), train_split=None,
+        splits=_frozen({"test": Columns(("diagnostic.tsv", "AX.tsv"), text_a=1, text_b=2,
+                                        guid=0)}),
+        eval_splits=_frozen({}), predict_splits=_frozen({"test": "AX.tsv"}),
+        tfds=TfdsSource("glue/ax", _frozen({"test": "test"}), "premise", "hypothesis")),
+    GlueTask(
+        # XNLI's own layout, as the original XnliProcessor reads it; not a GLUE task.
+        name="xnli", labels=_NLI, metrics=("accuracy",),
+        splits=_frozen({
+            "train": Columns(("multinli/multinli.train.{language}.tsv",), text_a=0, text_b=1,
+                             label=2),
+            "dev": Columns(("xnli.dev.tsv",), text_a=6, text_b=7, label=1, language=0),
+            "test": Columns(("xnli.test.tsv",), text_a=6, text_b=7, label=1, language=0),
+        }),
+        eval_splits=_frozen({"dev": "eval_"}), predict_splits=_frozen({"test": None}),
+        label_aliases=_frozen({"contradictory": "contradiction"})),
+]})
+
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "diagnostic": "ax",
+            "mnli-m": "mnli", "mnli_matched": "mnli"}
+
+USER_TASK = "user"
+
+
+def get_task(task_name):
+  """The `GlueTask` for a name as the original's --task_name spells it (any case)."""
+  name = (task_name or "").strip().lower()
+  name = _ALIASES.get(name, name)
+  if name not in TASKS:
+    raise BertTfError(
+        f"unknown task_name {task_name!r} (known: {', '.join(sorted(TASKS))}, or "
+        f"{USER_TASK!r} for a TSV/CSV task with text_a, text_b, label columns)")
+  return TASKS[name]
+
+
+# === Reading delimited files ===
+
+def _rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
+  """Yields (line number from 1, list of fields) for each record of a delimited UTF-8 file."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    text = data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise BertTfError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+  # Lines end at "\n" only, as when the original iterates over the file; "\r\n" is fine.
+  reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, quoting=quoting)
+  line = 1
+  while True:
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except csv.Error as e:
+      raise BertTfError(f"{path}:{reader.line_num}: {e}") from None
+    yield line, row
+    line = reader.line_num + 1
+
+
+def _find_file(data_dir, names, what):
+  if not data_dir:
+    raise BertTfError(f"no data_dir given to read {what} from (--data_dir)")
+  paths = [os.path.join(data_dir, name) for name in names]
+  for path in paths:
+    if tf.io.gfile.exists(path):
+      return path
+  raise BertTfError(f"{what} not found (--data_dir): {' or '.join(map(repr, paths))}")
+
+
+def _check_text(text, path, line, what, allow_empty):
+  if not text.strip() and not allow_empty:
+    raise BertTfError(
+        f"{path}:{line}: empty {what}; pass allow_empty_text=True (--allow_empty_text) to keep "
+        "such rows as the original run_classifier does")
+
+
+def _parse_label(task, raw, location):
+  """Raw label text -> label name (classification) or float score (regression)."""
+  if task.is_regression:
+    try:
+      score = float(raw)
+    except ValueError:
+      score = float("nan")
+    if not np.isfinite(score):
+      raise BertTfError(f"{location}: {task.name} score {raw!r} is not a number")
+    return score
+  label = task.label_aliases.get(raw, raw)
+  if label not in task.labels:
+    raise BertTfError(
+        f"{location}: unknown label {raw!r} for task {task.name} "
+        f"(labels: {', '.join(task.labels)})")
+  return label
+
+
+class DataProcessor:
+  """Reads a task's splits into `InputExample`s; the original DataProcessor's interface.
+
+  Attributes:
+    task: the `GlueTask`.
+    allow_empty_text: keep rows whose text is empty (the original did; QQP's train.tsv has
+      two empty question2) instead of raising.
+  """
+
+  def __init__(self, task, allow_empty_text=False):
+    self.task = task
+    self.allow_empty_text = allow_empty_text
+
+  def get_labels(self):
+    """Label names in id order (the original's label_list); [] for regression."""
+    return list(self.task.labels)
+
+  def get_examples(self, data_dir, split):
+    """All examples of `split` (a key of task.splits) read from data_dir."""
+    raise NotImplementedError
+
+  def _split_name(self, splits, kind):
+    if not splits:
+      raise BertTfError(f"task {self.task.name} has no {kind} split")
+    return next(iter(splits))
+
+  def get_train_examples(self, data_dir):
+    if self.task.train_split is None:
+      raise BertTfError(f"task {self.task.name} has no training data (predict only)")
+    return self.get_examples(data_dir, self.task.train_split)
+
+  def get_dev_examples(self, data_dir):
+    """The first eval split (MNLI: dev_matched, as the original)."""
+    return self.get_examples(data_dir, self._split_name(self.task.eval_splits, "dev"))
+
+  def get_test_examples(self, data_dir):
+    """The first predict split (MNLI: test_matched, as the original)."""
+    return self.get_examples(data_dir, self._split_name(self.task.predict_splits, "test"))
+
+  def _make_example(self, guid, text_a, text_b, raw_label, location, pair):
+    """Checks texts and label of one row; `location` is "path:line" for messages."""
+    path, _, line = location.rpartition(":")
+    _check_text(text_a, path, line, "text_a", self.allow_empty_text)
+    if pair:
+      _check_text(text_b, path, line, "text_b", self.allow_empty_text)
+    label = None if raw_label is None else _parse_label(self.task, raw_label, location)
+    return InputExample(guid=guid, text_a=text_a, text_b=text_b if pair else None, label=label)
+
+
+class GlueProcessor(DataProcessor):
+  """Reads any task of `TASKS` from its official layout; XNLI keeps rows of one `language`."""
+
+  def __init__(self, task, language="zh", allow_empty_text=False):
+    super().__init__(task, allow_empty_text=allow_empty_text)
+    self.language = language  # XNLI only; the original hard-codes "zh".
+
+  def get_examples(self, data_dir, split):
+    task = self.task
+    if split not in task.splits:
+      raise BertTfError(
+          f"task {task.name} has no split {split!r} (splits: {', '.join(task.splits)})")
+    cols = task.splits[split]
+    names = [name.format(language=self.language) for name in cols.files]
+    path = _find_file(data_dir, names, f"{task.name} {split} file")
+    prefix = cols.guid_prefix or split
+    examples = []
+    expected = cols.num_columns
+    for position, (line, row) in enumerate(_rows(path)):
+      if cols.header and position == 0:
+        expected = len(row)
+        if expected <= max(c for c in (cols.text_a, cols.text_b, cols.label, cols.guid, 0)
+                           if c is not None):
+          raise BertTfError(f"{path}:{line}: header has {expected} columns, too few for "
+                            f"the {task.name} layout")
+        continue
+      if len(row) != expected:
+        raise BertTfError(
+            f"{path}:{line}: expected {expected} tab-separated columns"
+            f"{' as in the header' if cols.header else ''}, found {len(row)}")
+      if cols.language is not None and row[cols.language] != self.language:
+        continue
+      guid = f"{prefix}-{row[cols.guid] if cols.guid is not None else position}"
+      examples.append(self._make_example(
+          guid, row[cols.text_a], None if cols.text_b is None else row[cols.text_b],
+          None if cols.label is None else row[cols.label], f"{path}:{line}",
+          pair=cols.text_b is not None))
+    return examples
+
+  def get_tfds_examples(self, split, data_dir=None):
+    """The same examples from tensorflow-datasets (`glue/<task>`), which must be prepared
+    under data_dir already (nothing is downloaded). Guids are "<split>-<idx>"."""
+    return get_tfds_examples(self.task, split, data_dir, allow_empty_text=self.allow_empty_text)
+
+
+# === User tasks: TSV/CSV with a header ===
+
+USER_COLUMNS = ("text_a", "text_b", "label")
+
+
+def _label_sort_key(labels):
+  """Numeric labels sort as numbers ("2" < "10"), others as strings."""
+  try:
+    return sorted(labels, key=float)
+  except ValueError:
+    return sorted(labels)
+
+
+class UserTaskProcessor(DataProcessor):
+  """A task of the user's own: {train,dev,test}.tsv or .csv with a header row.
+
+  The header names the columns: `text_a` (required), `text_b` (optional, a pair task), `label`
+  (required in train and dev; test may omit it). .tsv files are tab-separated without quoting,
+  .csv files comma-separated with standard quoting (a quoted field may span lines).
+
+  Label order (= the classifier's output order) is, first found: the `labels` argument
+  (--labels), a `labels.txt` in data_dir (one per line), or the sorted distinct labels of
+  train (numerically if they all are numbers), else of dev. Regression tasks take float labels.
+  """
+
+  SPLITS = ("train", "dev", "test")
+
+  def __init__(self, data_dir=None, labels=None, is_regression=False, allow_empty_text=False):
+    self.data_dir = data_dir
+    self._labels = tuple(labels) if labels else None
+    self.is_regression = is_regression
+    super().__init__(self._make_task(self._labels or ()), allow_empty_text=allow_empty_text)
+
+  def _make_task(self, labels):
+    if self.is_regression:
+      metrics = ("pearson", "spearman")
+    elif len(labels) == 2:
+      metrics = ("accuracy", "f1", "mcc")
+    else:
+      metrics = ("accuracy",)
+    return GlueTask(
+        name=USER_TASK, labels=() if self.is_regression else tuple(labels),
+        is_regression=self.is_regression, metrics=metrics,
+        splits=_frozen({s: Columns((f"{s}.tsv", f"{s}.csv"), text_a=0) for s in self.SPLITS}),
+        eval_splits=_frozen({"dev": "eval_"}), predict_splits=_frozen({"test": None}))
+
+  def get_labels(self):
+    if not self.is_regression and not self.task.labels:
+      self.task = self._make_task(self._resolve_labels())
+    return list(self.task.labels)
+
+  def _resolve_labels(self):
+    if self._labels:
+      return self._labels
+    if not self.data_dir:
+      raise BertTfError("a user task needs its labels (--labels) or a data_dir to find them in")
+    labels_file = os.path.join(self.data_dir, "labels.txt")
+    if tf.io.gfile.exists(labels_file):
+      with tf.io.gfile.GFile(labels_file, "r") as f:
+        labels = [line.strip() for line in f if line.strip()]
+      if len(set(labels)) != len(labels) or len(labels) < 2:
+        raise BertTfError(f"{labels_file}: needs at least 2 distinct labels, one per line")
+      return tuple(labels)
+    for split in ("train", "dev"):
+      found = [n for n in self.task.splits[split].files
+               if tf.io.gfile.exists(os.path.join(self.data_dir, n))]
+      if found:
+        labels = {raw for _, raw, _ in self._read(self.data_dir, split, need_label=True)}
+        if len(labels) < 2:
+          raise BertTfError(f"{os.path.join(self.data_dir, found[0])}: needs at least 2 "
+                            f"distinct labels to classify, found {sorted(labels)}")
+        return tuple(_label_sort_key(labels))
+    raise BertTfError(
+        f"no train.tsv/.csv or dev.tsv/.csv in {self.data_dir!r} to find the labels in; "
+        "give them with --labels or labels.txt")
+
+  def _read(self, data_dir, split, need_label):
+    """Yields (location, raw label or None, row dict) for each row of a split's file."""
+    path = _find_file(data_dir, self.task.splits[split].files, f"user task {split} file")
+    is_csv = path.endswith(".csv")
+    rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if is_csv else _rows(path))
+    header = None
+    for line, row in rows:
+      if header is None:
+        header = [name.strip() for name in row]
+        missing = [c for c in ("text_a",) + (("label",) if need_label else ()) if c not in header]
+        if missing:
+          raise BertTfError(f"{path}:{line}: header {header} lacks column(s) {missing} "
+                            f"(expected {', '.join(USER_COLUMNS)})")
+        continue
+      if len(row) != len(header):
+        raise BertTfError(
+            f"{path}:{line}: expected {len(header)} {'comma' if is_csv else 'tab'}-separated "
+            f"columns as in the header, found {len(row)}")
+      fields = dict(zip(header, row))
+      yield f"{path}:{line}", fields.get("label"), fields
+
+  def get_examples(self, data_dir, split):
+    if split not in self.SPLITS:
+      raise BertTfError(f"user task has no split {split!r} (splits: {', '.join(self.SPLITS)})")
+    self.get_labels()
+    examples = []
+    for i, (location, raw_label, fields) in enumerate(
+        self._read(data_dir, split, need_label=split != "test")):
+      examples.append(self._make_example(
+          f"{split}-{i}", fields["text_a"], fields.get("text_b"), raw_label, location,
+          pair="text_b" in fields))
+    return examples
+
+
+def get_processor(task_name, data_dir=None, labels=None, is_regression=False, language="zh",
+                  allow_empty_text=False):
+  """The processor for --task_name: a GLUE/XNLI task of `TASKS`, or "user".
+
+  Args:
+    task_name: as the original's flag ("MRPC", "sst-2", "user", ...), any case.
+    data_dir: user task only, where labels.txt / train are read to find the labels.
+    labels: user task only, label names in id order.
+    is_regression: user task only, float labels and one output.
+    language: XNLI only, the language kept from the multilingual files (original: "zh").
+    allow_empty_text: keep rows with an empty text instead of raising.
+  """
+  if (task_name or "").strip().lower() == USER_TASK:
+    return UserTaskProcessor(data_dir=data_dir, labels=labels, is_regression=is_regression,
+                             allow_empty_text=allow_empty_text)
+  return GlueProcessor(get_task(task_name), language=language, allow_empty_text=allow_empty_text)
+
+
+# === tensorflow-datasets ===
+
+def get_tfds_examples(task, split, data_dir=None, allow_empty_text=False):
+  """A split of `glue/<task>` from tensorflow-datasets as `InputExample`s.
+
+  The dataset must already be prepared under data_dir (or TFDS's default directory): this
+  never downloads. Label ids are mapped onto the task's own label names (TFDS orders MNLI's
+  labels entailment, neutral, contradiction; the original contradiction, entailment, neutral).
+  Unlabelled test splits (TFDS label -1) give label None. Guids are "<split>-<idx>".
+  """
+  import tensorflow_datasets as tfds  # Heavy; only this path needs it.
+
+  if isinstance(task, str):
+    task = get_task(task)
+  if task.tfds is None:
+    raise BertTfError(f"task {task.name} is not in tensorflow-datasets' glue; use --data_dir")
+  if split not in task.tfds.splits:
+    raise BertTfError(f"task {task.name} has no split {split!r} in tensorflow-datasets "
+                      f"(splits: {', '.join(task.tfds.splits)})")
+  builder = tfds.builder(task.tfds.name, data_dir=data_dir)
+  try:
+    dataset = builder.as_dataset(split=task.tfds.splits[split], shuffle_files=False)
+  except (AssertionError, tfds.core.registered.DatasetNotFoundError, FileNotFoundError,
+          tf.errors.NotFoundError) as e:
+    raise BertTfError(
+        f"{task.tfds.name} split {task.tfds.splits[split]} is not prepared under data_dir "
+        f"{data_dir!r} (bert_tf does not download; run `tfds build {task.tfds.name}` first): "
+        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+  label_feature = builder.info.features["label"]
+  names = getattr(label_feature, "names", None)
+  # Binary GLUE tasks keep "0"/"1" (the GLUE files' own labels); others map through names.
+  by_name = names is not None and all(n in task.labels for n in names)
+  labelled = split not in task.predict_splits
+  processor = DataProcessor(task, allow_empty_text=allow_empty_text)
+  examples = []
+  for record in dataset.as_numpy_iterator():
+    idx = int(record["idx"])
+    location = f"{task.tfds.name}/{task.tfds.splits[split]}:idx {idx}"
+    text_a = record[task.tfds.text_a].decode("utf-8")
+    text_b = record[task.tfds.text_b].decode("utf-8") if task.tfds.text_b else None
+    raw = None
+    if labelled:
+      value = record["label"]
+      if task.is_regression:
+        raw = repr(float(value))
+      elif int(value) < 0:
+        raise BertTfError(f"{location}: no label in a split that needs one")
+      else:
+        raw = names[int(value)] if by_name else str(int(value))
+    examples.append(processor._make_example(  # pylint: disable=protected-access
+        f"{split}-{idx}", text_a, text_b, raw, location, pair=text_b is not None))
+  return examples
+
+
+# === do_predict outputs ===
+
+def write_test_results(path, probabilities, num_actual_examples=None):
+  """Writes the original's test_results.tsv: one line per example, its class probabilities
+  (float32, as str() prints them) separated by tabs; one value per line for regression.
+
+  Args:
+    path: output file, written atomically.
+    probabilities: [N, num_labels] (or [N] / [N, 1] for regression) array-like.
+    num_actual_examples: keep only the first rows (drops the batch padding); default all.
+  """
+  values = np.asarray(probabilities, dtype=np.float32)
+  if values.ndim == 1:
+    values = values[:, None]
+  if num_actual_examples is not None:
+    if num_actual_examples > len(values):
+      raise ValueError(f"{num_actual_examples} examples asked, {len(values)} predicted")
+    values = values[:num_actual_examples]
+  with fileio.atomic_write(path, "w") as f:
+    for row in values:
+      f.write("\t".join(str(p) for p in row) + "\n")
+  return path
+
+
+def write_glue_submission(output_dir, task, split, predictions, num_actual_examples=None):
+  """Writes the file the GLUE server expects for one predict split.
+
+  Format: header "index\\tprediction", then one line per test example in file order, index
+  0, 1, ... (the GLUE test files' own index) and the label name (STS-B: the score, 3 decimals).
+
+  Args:
+    output_dir: directory; the file name comes from the task table (e.g. "MNLI-mm.tsv").
+    task: a `GlueTask` or task name.
+    split: a key of task.predict_splits.
+    predictions: [N] label ids, or [N, num_labels] probabilities/logits (argmax is taken);
+      STS-B: [N] or [N, 1] scores.
+    num_actual_examples: keep only the first rows (drops the batch padding).
+
+  Returns:
+    The path written.
+  """
+  if isinstance(task, str):
+    task = get_task(task)
+  file_name = task.predict_splits.get(split)
+  if file_name is None:
+    raise BertTfError(f"task {task.name} split {split!r} has no GLUE-submission file")
+  values = np.asarray(predictions)
+  if task.is_regression:
+    values = values.reshape(len(values), -1)[:, 0].astype(np.float64)
+  elif values.ndim == 2:
+    values = values.argmax(axis=-1)
+  if num_actual_examples is not None:
+    values = values[:num_actual_examples]
+  path = os.path.join(output_dir, file_name)
+  with fileio.atomic_write(path, "w") as f:
+    f.write("index\tprediction\n")
+    for index, value in enumerate(values):
+      text = f"{value:.3f}" if task.is_regression else task.labels[int(value)]
+      f.write(f"{index}\t{text}\n")
+  return path
