@@ -250,3 +250,21 @@ def test_training_dataset_repeats_shuffles_and_is_static(google_tokenizer, tmp_p
       seen.append(int(unique_id))
   assert len(seen) > len(features)  # Repeats past one epoch.
   assert seen[:len(features)] != sorted(seen[:len(features)])  # Shuffled.
+
+
+def test_prediction_dataset_shards_per_input_pipeline(google_tokenizer, tmp_path):
+  examples = squad_examples.read_squad_examples(str(V1_SAMPLE), False).examples
+  features = our_features(examples, google_tokenizer, (64, 16, 8), False)
+  path = tmp_path / "eval.tf_record"
+  _write_features(path, features, False)
+  ids = []
+  for pipeline in range(2):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                         num_replicas_in_sync=2)
+    d = squad_features.input_dataset(str(path), 64, is_training=False, batch_size=8,
+                                     pad_to_batch=True, input_context=context)
+    assert d.element_spec["input_ids"].shape.as_list() == [4, 64]  # Per-replica batch.
+    ids.append([int(i) for b in d.as_numpy_iterator() for i in b["unique_ids"] if i])
+  # Record k goes to pipeline k % 2; together they hold every feature once.
+  assert ids[0] == [f.unique_id for f in features[0::2]]
+  assert ids[1] == [f.unique_id for f in features[1::2]]
