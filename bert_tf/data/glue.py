@@ -583,7 +583,7 @@ def get_tfds_examples(task, split, data_dir=None, allow_empty_text=False):
     if labelled:
       value = record["label"]
       if task.is_regression:
-        raw = repr(float(value))
+        raw = str(np.float32(value))  # TFDS keeps float32: 3.6 for 3.5999999, as in the TSV.
       elif int(value) < 0:
         raise BertTfError(f"{location}: no label in a split that needs one")
       else:
