@@ -231,7 +231,8 @@ def _mirrored_or_skip():
   return distribution.get_strategy("mirrored")
 
 
-def test_mirrored_strategy_sums_then_clips_like_one_device():
+@pytest.mark.parametrize("optimizer_type", ["adamw_original", "lamb"])
+def test_mirrored_strategy_sums_then_clips_like_one_device(optimizer_type):
   """Two replicas with gradients a and b update as one device with a + b (clip after sum)."""
   strategy = _mirrored_or_skip()
   assert strategy.num_replicas_in_sync == 2
@@ -240,7 +241,8 @@ def test_mirrored_strategy_sums_then_clips_like_one_device():
 
   with strategy.scope():
     variables = [_keras_variable(n, v) for n, v in initial_values.items()]
-    optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
+    optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS,
+                                              optimizer_type=optimizer_type)
     optimizer.build(variables)
 
   @tf.function
@@ -256,13 +258,68 @@ def test_mirrored_strategy_sums_then_clips_like_one_device():
 
   one_device = [_keras_variable(n, v) for n, v in initial_values.items()]
   expected = _run_ours(optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS,
-                                                     NUM_WARMUP_STEPS),
+                                                     NUM_WARMUP_STEPS,
+                                                     optimizer_type=optimizer_type),
                        one_device, gradient_steps)[-1]
   assert int(optimizer.iterations.numpy()) == len(gradient_steps)
   for variable in variables:
     for replica_value in strategy.experimental_local_results(variable.value):
       np.testing.assert_allclose(replica_value.numpy(), expected[variable.path][0],
                                  rtol=1e-6, atol=1e-7, err_msg=variable.path)
+
+
+def test_sparse_embedding_gradient_matches_google():
+  """An IndexedSlices gradient (tf.gather, repeated ids) updates as in the original.
+
+  The original densifies it in the Adam update, but clip_by_global_norm measures the norm of
+  its rows before duplicates are summed; both must carry over.
+  """
+  from tests.reference.google_bert import google
+  original = google("optimization")
+  tf1 = tf.compat.v1
+  rng = np.random.RandomState(13)
+  table = rng.normal(size=(5, 3)).astype(np.float32)
+  ids = np.array([1, 3, 1, 4], np.int32)
+  upstreams = [rng.normal(size=(4, 3)).astype(np.float32) * scale for scale in (2.0, 0.1, 1.0)]
+  with tf.Graph().as_default():
+    with tf1.variable_scope("bert/embeddings"):
+      embeddings = tf1.get_variable("word_embeddings", initializer=tf.constant(table))
+    upstream = tf1.placeholder(tf.float32, (4, 3))
+    loss = tf.reduce_sum(tf.gather(embeddings, ids) * tf.stop_gradient(upstream))
+    train_op = original.create_optimizer(loss, INIT_LR, NUM_TRAIN_STEPS, 1, use_tpu=False)
+    with tf1.Session() as session:
+      session.run(tf1.global_variables_initializer())
+      expected = []
+      for value in upstreams:
+        session.run(train_op, {upstream: value})
+        expected.append(session.run(embeddings))
+
+  variable = _keras_variable("bert/embeddings/word_embeddings", table)
+  optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, 1)
+  optimizer.build([variable])
+  for value, want in zip(upstreams, expected):
+    grad = tf.IndexedSlices(tf.constant(value), tf.constant(ids), tf.constant([5, 3]))
+    optimizer.apply_gradients([(grad, variable)])
+    np.testing.assert_allclose(variable.numpy(), want, rtol=1e-7, atol=1e-9)
+  assert np.abs(expected[-1] - table).max() > 0.05
+
+
+def test_loss_scale_optimizer_wrapping_gives_the_unscaled_update():
+  """Keras's LossScaleOptimizer (float16 training) unscales, then ours clips and updates."""
+  initial_values, gradient_steps = _initial_values(14), _gradients(15)[:3]
+  plain = [_keras_variable(n, v) for n, v in initial_values.items()]
+  expected = _run_ours(optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS,
+                                                     NUM_WARMUP_STEPS),
+                       plain, gradient_steps)[-1]
+  scaled = [_keras_variable(n, v) for n, v in initial_values.items()]
+  inner = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
+  optimizer = keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0 ** 15)
+  optimizer.build(scaled)
+  for grads in gradient_steps:
+    optimizer.apply_gradients(zip([tf.constant(g) * 2.0 ** 15 for g in grads], scaled))
+  for variable in scaled:
+    np.testing.assert_array_equal(variable.numpy(), expected[variable.path][0])
+  assert int(inner.iterations.numpy()) == len(gradient_steps)
 
 
 def test_keras_fit_applies_the_same_updates_as_a_custom_loop():

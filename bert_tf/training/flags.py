@@ -1,0 +1,168 @@
+"""absl flag definitions shared by run_pretraining.py, run_classifier.py and run_squad.py.
+
+Flags are defined here only; each script calls the ``define_*`` functions it needs, parses,
+and turns the parsed values into library arguments with ``distribution_args``,
+``optimizer_kwargs`` and ``loop_kwargs``: the library never reads FLAGS. Every function takes
+the ``FlagValues`` to use (``absl.flags.FLAGS`` by default), so tests can use their own.
+
+    from bert_tf.training import flags as training_flags
+    training_flags.define_training_flags()
+    ...
+    args = training_flags.distribution_args(FLAGS)
+    strategy = distribution.get_strategy(**args.strategy_kwargs())
+    with strategy.scope():
+      optimizer = optimization.create_optimizer(
+          FLAGS.learning_rate, FLAGS.num_train_steps, FLAGS.num_warmup_steps,
+          **training_flags.optimizer_kwargs(FLAGS))
+
+The original's TPU flags (--use_tpu, --tpu_name, --master, --num_tpu_cores,
+--iterations_per_loop) are defined too, as aliases, so its command lines run unchanged;
+aliases and the new flags they stand for default to None so that the resolver can tell
+"not given" from a value (``distribution.resolve_distribution_args``).
+"""
+
+from absl import flags
+
+from bert_tf import optimization
+from bert_tf.training import DTYPE_POLICIES
+from bert_tf.training import distribution
+
+FLAGS = flags.FLAGS
+
+_DISTRIBUTION_FLAGS = ("distribution_strategy", "tpu", "tpu_zone", "gcp_project", "num_gpus",
+                       "steps_per_loop", "use_tpu", "tpu_name", "master", "num_tpu_cores",
+                       "iterations_per_loop")
+
+
+def define_distribution_flags(flag_values=FLAGS):
+  """--distribution_strategy, --tpu, --tpu_zone, --gcp_project, --num_gpus, --steps_per_loop
+  and the original's aliases."""
+  fv = flag_values
+  flags.DEFINE_enum(
+      "distribution_strategy", None, list(distribution.STRATEGIES),
+      "How to distribute training. Default: tpu if --use_tpu or --tpu is given, else "
+      "default (one device).", flag_values=fv)
+  flags.DEFINE_string(
+      "tpu", None,
+      "Cloud TPU to use: its name, a grpc://host:port address, or 'local' on a TPU VM. "
+      "Implies --distribution_strategy=tpu.", flag_values=fv)
+  flags.DEFINE_string(
+      "tpu_zone", None,
+      "GCE zone of the Cloud TPU. If not given, it is detected from the GCE metadata.",
+      flag_values=fv)
+  flags.DEFINE_string(
+      "gcp_project", None,
+      "GCP project of the Cloud TPU. If not given, it is detected from the GCE metadata.",
+      flag_values=fv)
+  flags.DEFINE_integer(
+      "num_gpus", None,
+      "GPUs for --distribution_strategy=mirrored/one_device. Default 0: every visible GPU, "
+      "or the CPU when there is none.", flag_values=fv)
+  flags.DEFINE_integer(
+      "steps_per_loop", None,
+      "Training steps run in-graph per host call (the original's --iterations_per_loop). "
+      f"Default {distribution.DEFAULT_STEPS_PER_LOOP}.", flag_values=fv)
+  # The original's flags, kept as aliases.
+  flags.DEFINE_bool(
+      "use_tpu", None, "Original flag: --use_tpu=True means --distribution_strategy=tpu.",
+      flag_values=fv)
+  flags.DEFINE_string(
+      "tpu_name", None, "Original flag: the same as --tpu.", flag_values=fv)
+  flags.DEFINE_string(
+      "master", None, "Original flag: a TPU grpc:// address; the same as --tpu.",
+      flag_values=fv)
+  flags.DEFINE_integer(
+      "num_tpu_cores", None,
+      "Original flag: TPU cores. If given, the TPU must have this many.", flag_values=fv)
+  flags.DEFINE_integer(
+      "iterations_per_loop", None, "Original flag: the same as --steps_per_loop.",
+      flag_values=fv)
+
+
+def define_optimizer_flags(flag_values=FLAGS):
+  """--optimizer_type, --weight_decay_rate, --adam_beta1/2, --adam_epsilon, --clip_norm,
+  --exclude_from_weight_decay, --end_learning_rate, --lr_decay_power."""
+  fv = flag_values
+  flags.DEFINE_enum(
+      "optimizer_type", optimization.DEFAULT_OPTIMIZER_TYPE, list(optimization.OPTIMIZERS),
+      "adamw_original: Google's AdamWeightDecay (no bias correction); adamw: AdamW with bias "
+      "correction; lamb: LAMB for large batches.", flag_values=fv)
+  flags.DEFINE_float(
+      "weight_decay_rate", optimization.DEFAULT_WEIGHT_DECAY_RATE,
+      "Decoupled weight decay, added to the update (lr * rate * weight).", flag_values=fv)
+  flags.DEFINE_float("adam_beta1", optimization.DEFAULT_BETA_1,
+                     "Decay of the first moment.", flag_values=fv)
+  flags.DEFINE_float("adam_beta2", optimization.DEFAULT_BETA_2,
+                     "Decay of the second moment.", flag_values=fv)
+  flags.DEFINE_float("adam_epsilon", optimization.DEFAULT_EPSILON,
+                     "Added to sqrt(v) in the denominator.", flag_values=fv)
+  flags.DEFINE_float(
+      "clip_norm", optimization.DEFAULT_CLIP_NORM,
+      "Clip the gradient of the global batch to this global norm; 0: no clipping.",
+      flag_values=fv)
+  flags.DEFINE_list(
+      "exclude_from_weight_decay", list(optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
+      "Regular expressions: variables whose path matches one get no weight decay (and, "
+      "with lamb, no layer adaptation).", flag_values=fv)
+  flags.DEFINE_float(
+      "end_learning_rate", 0.0, "Learning rate reached at --num_train_steps.",
+      flag_values=fv)
+  flags.DEFINE_float(
+      "lr_decay_power", 1.0, "Power of the polynomial decay after warmup (1: linear).",
+      flag_values=fv)
+
+
+def define_loop_flags(flag_values=FLAGS):
+  """--dtype, --jit_compile, --gradient_accumulation_steps."""
+  fv = flag_values
+  flags.DEFINE_enum(
+      "dtype", "float32", list(DTYPE_POLICIES),
+      "Compute dtype: float32, bfloat16 (TPU) or float16 (GPU, dynamic loss scaling). "
+      "Variables stay float32.", flag_values=fv)
+  flags.DEFINE_bool(
+      "jit_compile", False, "Compile the train step with XLA on GPU/CPU (always on TPU).",
+      flag_values=fv)
+  flags.DEFINE_integer(
+      "gradient_accumulation_steps", 1,
+      "Micro-batches per update; the update equals one batch this many times larger.",
+      lower_bound=1, flag_values=fv)
+
+
+def define_training_flags(flag_values=FLAGS):
+  """All of the above."""
+  define_distribution_flags(flag_values)
+  define_optimizer_flags(flag_values)
+  define_loop_flags(flag_values)
+
+
+def distribution_args(flag_values=FLAGS):
+  """Parsed distribution flags -> ``distribution.DistributionArgs`` (aliases resolved)."""
+  return distribution.resolve_distribution_args(
+      **{name: flag_values[name].value for name in _DISTRIBUTION_FLAGS})
+
+
+def optimizer_kwargs(flag_values=FLAGS):
+  """Parsed optimizer flags -> keyword arguments of ``optimization.create_optimizer``."""
+  fv = flag_values
+  return {
+      "optimizer_type": fv.optimizer_type,
+      "weight_decay_rate": fv.weight_decay_rate,
+      "beta_1": fv.adam_beta1,
+      "beta_2": fv.adam_beta2,
+      "epsilon": fv.adam_epsilon,
+      "clip_norm": fv.clip_norm,
+      "exclude_from_weight_decay": list(fv.exclude_from_weight_decay),
+      "end_learning_rate": fv.end_learning_rate,
+      "power": fv.lr_decay_power,
+  }
+
+
+def loop_kwargs(flag_values=FLAGS):
+  """Parsed loop flags -> {steps_per_loop, gradient_accumulation_steps, dtype, jit_compile}."""
+  fv = flag_values
+  return {
+      "steps_per_loop": distribution_args(fv).steps_per_loop,
+      "gradient_accumulation_steps": fv.gradient_accumulation_steps,
+      "dtype": fv.dtype,
+      "jit_compile": fv.jit_compile,
+  }

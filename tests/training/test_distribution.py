@@ -1,0 +1,161 @@
+"""The strategy resolver: the original's TPU flags as aliases, strategies, unreachable TPUs."""
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+from bert_tf.training import distribution
+from bert_tf.training.distribution import DistributionArgs, resolve_distribution_args
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_original_cloud_tpu_command_line_resolves_to_tpu():
+  # run_pretraining.py's README command: --use_tpu=True --tpu_name=$TPU_NAME, plus the flags
+  # its TPUEstimator read.
+  args = resolve_distribution_args(use_tpu=True, tpu_name="my-tpu", tpu_zone="us-central1-f",
+                                   gcp_project="proj", num_tpu_cores=8,
+                                   iterations_per_loop=500)
+  assert args == DistributionArgs(distribution_strategy="tpu", tpu="my-tpu",
+                                  tpu_zone="us-central1-f", gcp_project="proj",
+                                  num_tpu_cores=8, steps_per_loop=500)
+  assert args.strategy_kwargs() == {
+      "distribution_strategy": "tpu", "tpu": "my-tpu", "tpu_zone": "us-central1-f",
+      "gcp_project": "proj", "num_gpus": 0, "num_tpu_cores": 8}
+  assert resolve_distribution_args(use_tpu=True, master="grpc://10.0.0.2:8470").tpu == (
+      "grpc://10.0.0.2:8470")
+
+
+def test_new_flags_and_defaults():
+  assert resolve_distribution_args() == DistributionArgs(
+      distribution_strategy="default", steps_per_loop=distribution.DEFAULT_STEPS_PER_LOOP)
+  assert resolve_distribution_args(tpu="local").distribution_strategy == "tpu"
+  args = resolve_distribution_args(distribution_strategy="mirrored", num_gpus=4,
+                                   steps_per_loop=100)
+  assert (args.distribution_strategy, args.num_gpus, args.steps_per_loop) == (
+      "mirrored", 4, 100)
+  # Same value under both names is fine.
+  assert resolve_distribution_args(steps_per_loop=7, iterations_per_loop=7).steps_per_loop == 7
+  assert resolve_distribution_args(tpu="t", tpu_name="t", use_tpu=True).tpu == "t"
+
+
+def test_original_ignores_tpu_flags_without_use_tpu():
+  args = resolve_distribution_args(use_tpu=False, tpu_name="my-tpu", tpu_zone="z",
+                                   num_tpu_cores=8)
+  assert args == DistributionArgs(distribution_strategy="default")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"use_tpu": True, "distribution_strategy": "mirrored"},
+     "--use_tpu=True conflicts with --distribution_strategy=mirrored"),
+    ({"use_tpu": False, "distribution_strategy": "tpu"},
+     "--use_tpu=False conflicts with --distribution_strategy=tpu"),
+    ({"tpu": "a", "tpu_name": "b"}, "--tpu=a conflicts with --tpu_name=b"),
+    ({"use_tpu": True, "tpu_name": "a", "master": "grpc://1.2.3.4:8470"},
+     "--tpu_name=a conflicts with --master=grpc://1.2.3.4:8470"),
+    ({"steps_per_loop": 10, "iterations_per_loop": 20},
+     "--steps_per_loop=10 conflicts with --iterations_per_loop=20"),
+    ({"distribution_strategy": "mirrored", "tpu": "a"},
+     "--tpu=a needs --distribution_strategy=tpu"),
+    ({"distribution_strategy": "gpu"}, "--distribution_strategy=gpu is not one of"),
+    ({"iterations_per_loop": 0}, "--steps_per_loop must be >= 1, got 0"),
+    ({"num_gpus": -1}, "--num_gpus must be >= 0"),
+])
+def test_conflicts_are_one_line_errors(kwargs, message):
+  with pytest.raises(BertTfError, match=message.replace("+", r"\+")) as error:
+    resolve_distribution_args(**kwargs)
+  assert "\n" not in str(error.value)
+
+
+def test_default_one_device_and_mirrored_on_logical_cpus():
+  assert distribution.get_strategy() is tf.distribute.get_strategy()
+  one = distribution.get_strategy("one_device")
+  assert isinstance(one, tf.distribute.OneDeviceStrategy)
+  assert one.num_replicas_in_sync == 1
+  if tf.config.list_logical_devices("GPU"):
+    pytest.skip("the mirrored-on-CPU case needs a machine without GPU")
+  cpus = tf.config.list_logical_devices("CPU")
+  mirrored = distribution.get_strategy("mirrored")
+  assert isinstance(mirrored, tf.distribute.MirroredStrategy)
+  assert mirrored.num_replicas_in_sync == len(cpus)
+  assert sorted(tf.DeviceSpec.from_string(d).to_string().split("device:")[1]
+                for d in mirrored.extended.worker_devices) == sorted(
+                    f"CPU:{i}" for i in range(len(cpus)))
+
+
+def test_missing_gpus_and_unknown_strategy_are_errors():
+  visible = len(tf.config.list_logical_devices("GPU"))
+  with pytest.raises(BertTfError, match=f"--num_gpus={visible + 1} but {visible} GPUs"):
+    distribution.get_strategy("mirrored", num_gpus=visible + 1)
+  with pytest.raises(BertTfError, match="--num_gpus=2 but this strategy uses at most 1"):
+    distribution.get_strategy("one_device", num_gpus=2)
+  with pytest.raises(BertTfError, match="--distribution_strategy=parameter_server"):
+    distribution.get_strategy("parameter_server")
+
+
+def _closed_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_unknown_tpu_name_fails_fast_naming_tpu_and_zone():
+  start = time.monotonic()
+  with pytest.raises(BertTfError) as error:
+    distribution.get_strategy("tpu", tpu="no-such-tpu-xyz", tpu_zone="us-central1-f",
+                              gcp_project="no-such-project")
+  assert time.monotonic() - start < 30
+  message = str(error.value)
+  assert message.startswith("cannot find TPU 'no-such-tpu-xyz' (zone us-central1-f, "
+                            "project no-such-project): ")
+  assert "\n" not in message
+
+
+def test_unreachable_tpu_address_fails_fast():
+  port = _closed_port()
+  start = time.monotonic()
+  with pytest.raises(BertTfError, match=rf"cannot reach TPU 'grpc://127.0.0.1:{port}' "
+                     rf"\(zone europe-west4-a\) at grpc://127.0.0.1:{port}: "):
+    distribution.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", tpu_zone="europe-west4-a")
+  assert time.monotonic() - start < 15
+
+
+_SUBPROCESS = textwrap.dedent("""
+    import socket, sys, time
+    from bert_tf.errors import BertTfError
+    from bert_tf.training import distribution
+    tpu = sys.argv[1]
+    if tpu == "silent":  # Accepts connections, never answers.
+      server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen()
+      tpu = "grpc://127.0.0.1:%d" % server.getsockname()[1]
+    start = time.monotonic()
+    try:
+      distribution.get_strategy("tpu", tpu=tpu, tpu_zone="us-east1-d", tpu_timeout_s=3)
+    except BertTfError as e:
+      print("ERROR", round(time.monotonic() - start, 1), e)
+""")
+
+
+@pytest.mark.parametrize("tpu,message", [
+    ("local", "cannot initialise TPU 'local' (zone us-east1-d): "),
+    ("silent", "did not answer within 3 s"),
+])
+def test_tpu_that_does_not_answer_gives_up(tpu, message):
+  # A subprocess: connecting to a cluster changes the process-wide TensorFlow context.
+  start = time.monotonic()
+  result = subprocess.run([sys.executable, "-c", _SUBPROCESS, tpu], cwd=REPO, timeout=120,
+                          capture_output=True, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+  lines = [line for line in result.stdout.splitlines() if line.startswith("ERROR")]
+  assert len(lines) == 1, result.stdout + result.stderr
+  assert message in lines[0]
+  assert float(lines[0].split()[1]) < 10  # Seconds inside get_strategy.
+  assert time.monotonic() - start < 90  # And the process exits despite the stuck thread.

@@ -1,0 +1,103 @@
+"""Shared absl flags: defined into any FlagValues, aliases resolved, kwargs fit the library."""
+
+import pathlib
+import re
+
+from absl import flags
+import bert
+import pytest
+
+from bert_tf import optimization
+from bert_tf.errors import BertTfError
+from bert_tf.training import distribution
+from bert_tf.training import flags as training_flags
+
+# The TPU flags of Google's run_pretraining.py / run_classifier.py / run_squad.py.
+ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
+                      "num_tpu_cores", "iterations_per_loop")
+
+
+def _parsed(argv):
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values)
+  flag_values(["prog"] + argv)
+  return flag_values
+
+
+def test_define_twice_in_separate_flag_values():
+  first, second = flags.FlagValues(), flags.FlagValues()
+  training_flags.define_training_flags(first)
+  training_flags.define_training_flags(second)
+  first(["prog", "--optimizer_type=lamb"])
+  second(["prog"])
+  assert (first.optimizer_type, second.optimizer_type) == ("lamb", "adamw_original")
+  with pytest.raises(flags.DuplicateFlagError):
+    training_flags.define_distribution_flags(first)
+
+
+@pytest.mark.parametrize("script", ["run_pretraining", "run_classifier", "run_squad"])
+def test_original_tpu_flags_are_all_defined(script):
+  # The original's flag names, read from its source (importing it defines global flags).
+  source = (pathlib.Path(bert.__file__).parent / f"{script}.py").read_text()
+  original = set(re.findall(r'flags\.DEFINE_\w+\(\s*"(\w+)"', source))
+  assert set(ORIGINAL_TPU_FLAGS) <= original
+  flag_values = flags.FlagValues()
+  training_flags.define_distribution_flags(flag_values)
+  for name in ORIGINAL_TPU_FLAGS:
+    assert name in flag_values, name
+
+
+def test_original_command_line_resolves_to_tpu():
+  fv = _parsed(["--use_tpu=True", "--tpu_name=my-tpu", "--tpu_zone=us-central1-f",
+                "--num_tpu_cores=8", "--iterations_per_loop=250"])
+  assert training_flags.distribution_args(fv) == distribution.DistributionArgs(
+      distribution_strategy="tpu", tpu="my-tpu", tpu_zone="us-central1-f",
+      num_tpu_cores=8, steps_per_loop=250)
+  assert training_flags.loop_kwargs(fv)["steps_per_loop"] == 250
+
+
+def test_new_command_line_and_defaults():
+  fv = _parsed(["--distribution_strategy=mirrored", "--num_gpus=2", "--steps_per_loop=10",
+                "--dtype=bfloat16", "--jit_compile", "--gradient_accumulation_steps=4"])
+  assert training_flags.distribution_args(fv) == distribution.DistributionArgs(
+      distribution_strategy="mirrored", num_gpus=2, steps_per_loop=10)
+  assert training_flags.loop_kwargs(fv) == {
+      "steps_per_loop": 10, "gradient_accumulation_steps": 4, "dtype": "bfloat16",
+      "jit_compile": True}
+  defaults = _parsed([])
+  assert training_flags.distribution_args(defaults) == distribution.DistributionArgs()
+  assert training_flags.loop_kwargs(defaults) == {
+      "steps_per_loop": 1000, "gradient_accumulation_steps": 1, "dtype": "float32",
+      "jit_compile": False}
+
+
+def test_alias_conflict_names_both_flags():
+  fv = _parsed(["--steps_per_loop=10", "--iterations_per_loop=20"])
+  with pytest.raises(BertTfError, match="--steps_per_loop=10 conflicts with "
+                                        "--iterations_per_loop=20"):
+    training_flags.distribution_args(fv)
+
+
+def test_optimizer_kwargs_build_the_optimizer():
+  defaults = training_flags.optimizer_kwargs(_parsed([]))
+  assert defaults == {
+      "optimizer_type": "adamw_original", "weight_decay_rate": 0.01, "beta_1": 0.9,
+      "beta_2": 0.999, "epsilon": 1e-6, "clip_norm": 1.0,
+      "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+      "end_learning_rate": 0.0, "power": 1.0}
+  kwargs = training_flags.optimizer_kwargs(_parsed([
+      "--optimizer_type=lamb", "--weight_decay_rate=0.02", "--adam_epsilon=1e-8",
+      "--clip_norm=0", "--exclude_from_weight_decay=LayerNorm,bias,embeddings"]))
+  optimizer = optimization.create_optimizer(1e-3, 100, 10, **kwargs)
+  assert isinstance(optimizer, optimization.LAMB)
+  config = optimizer.get_config()
+  assert (config["weight_decay_rate"], config["epsilon"], config["global_clipnorm"]) == (
+      0.02, 1e-8, None)
+  assert config["exclude_from_weight_decay"] == ["LayerNorm", "bias", "embeddings"]
+
+
+def test_bad_values_are_rejected_at_parse_time():
+  for argv in (["--optimizer_type=sgd"], ["--dtype=int8"], ["--gradient_accumulation_steps=0"],
+               ["--distribution_strategy=gpu"]):
+    with pytest.raises(flags.IllegalFlagValueError):
+      _parsed(argv)
