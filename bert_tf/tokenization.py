@@ -245,11 +245,15 @@ class BasicTokenizer:
       if self.do_lower_case:
         text = text.lower()
       return _ASCII_WORDS.findall(text)
+    return self.normalize(text).split()
+
+  def normalize(self, text):
+    """Steps 2-5 on a str, as one str: ``normalize(text).split()`` are the words."""
     if not self.do_lower_case:
-      return text.translate(self._cased_table).split()
+      return text.translate(self._cased_table)
     text = text.translate(self._clean_table).lower()
     text = unicodedata.normalize("NFD", text)
-    return text.translate(self._after_lower_table).split()
+    return text.translate(self._after_lower_table)
 
 
 class WordpieceTokenizer:
