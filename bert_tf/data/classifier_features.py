@@ -201,7 +201,7 @@ def tokenizer_fingerprint(tokenizer):
   """A hash of what decides the word pieces: the vocab, lower-casing, and the tokenizer's
   output on a probe string (so any behaviour change shows)."""
   h = hashlib.sha256()
-  h.update(type(tokenizer).__qualname__.encode())
+  h.update(f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}".encode())
   vocab = getattr(tokenizer, "vocab", None)
   if isinstance(vocab, collections.abc.Mapping):
     for token, index in vocab.items():
