@@ -1,0 +1,131 @@
+"""The training loop: loss falls; 2 replicas = 1 device; accumulation = large batch; resume.
+
+The reference in each case is an independent run of the same arithmetic on one device with
+one batch (the definition of the global-batch update), not a stored number.
+"""
+
+import numpy as np
+import pytest
+import keras
+import tensorflow as tf
+
+from bert_tf import optimization
+from bert_tf.modeling import BertConfig
+from bert_tf.training import loop
+from bert_tf.training.pretraining import PretrainingTask
+from tests.reference import google_models
+
+CONFIG = google_models.tiny_config_dict(hidden_dropout_prob=0.0,
+                                        attention_probs_dropout_prob=0.0)
+
+
+def _examples(n=16, seed=0):
+  return google_models.random_pretraining_features(CONFIG, batch_size=n, seq_length=12,
+                                                   num_predictions=4, seed=seed)
+
+
+def _dataset_fn(global_batch, n=16):
+  examples = _examples(n)
+
+  def dataset_fn(ctx):
+    per_replica = ctx.get_per_replica_batch_size(global_batch) if ctx else global_batch
+    ds = tf.data.Dataset.from_tensor_slices(examples).repeat()
+    return ds.batch(per_replica, drop_remainder=True)
+
+  return dataset_fn
+
+
+def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, config=CONFIG,
+           steps_per_loop=2, save_every=2, init_weights=None, lr=1e-3):
+  strategy = strategy or tf.distribute.get_strategy()
+  keras.utils.set_random_seed(7)
+  task = PretrainingTask(BertConfig.from_dict(config))
+  with strategy.scope():
+    model = task.build_model()
+    if init_weights is not None:
+      model.set_weights(init_weights)
+    optimizer = optimization.create_optimizer(lr, num_train_steps=20, num_warmup_steps=2)
+  trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+      model_dir=str(tmp_path), num_train_steps=steps, steps_per_loop=steps_per_loop,
+      save_checkpoints_steps=save_every, gradient_accumulation_steps=accumulation,
+      global_batch_size=global_batch, seq_length=12))
+  lines = []
+  result = trainer.train(_dataset_fn(global_batch), progress=lines.append)
+  return model, result, lines
+
+
+def test_loss_falls_and_progress_is_reported(tmp_path):
+  _, first, _ = _train(tmp_path / "a", steps=1, steps_per_loop=1)
+  model, last, lines = _train(tmp_path / "b", steps=12, steps_per_loop=4, save_every=4,
+                              lr=3e-3)
+  assert last["global_step"] == 12
+  assert last["loss"] < first["loss"] - 0.5
+  assert lines[-1].startswith("step 12/12 loss ")
+  for needle in (" lr ", " examples/s", " tokens/s", "ETA "):
+    assert needle in lines[-1]
+  # Checkpoints every 4 steps, kept by the manager.
+  assert loop.latest_checkpoint(str(tmp_path / "b")).endswith("ckpt-12")
+
+
+def test_two_replicas_equal_one_device(tmp_path):
+  cpus = tf.config.list_logical_devices("CPU")
+  if len(cpus) < 2:
+    pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
+  one_model, one, _ = _train(tmp_path / "one")
+  init = one_model.get_weights()
+  del init
+  mirrored = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+  two_model, two, _ = _train(tmp_path / "two", strategy=mirrored)
+  np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
+  for a, b in zip(one_model.get_weights(), two_model.get_weights()):
+    np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+def test_accumulation_equals_large_batch(tmp_path):
+  big_model, big, _ = _train(tmp_path / "big", global_batch=8)
+  acc_model, acc, _ = _train(tmp_path / "acc", global_batch=8, accumulation=4)
+  np.testing.assert_allclose(acc["loss"], big["loss"], rtol=1e-5)
+  for a, b in zip(big_model.get_weights(), acc_model.get_weights()):
+    np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+def test_resume_gives_the_same_weights_as_one_run(tmp_path):
+  """Stop at step 3, start again with a larger num_train_steps: same result as one run of 6,
+  dropout included (its random state is checkpointed, as is the data iterator)."""
+  config = google_models.tiny_config_dict()
+  straight, _, _ = _train(tmp_path / "straight", steps=6, steps_per_loop=1, save_every=1,
+                          config=config)
+  _train(tmp_path / "resumed", steps=3, steps_per_loop=1, save_every=1, config=config)
+  resumed, result, lines = _train(tmp_path / "resumed", steps=6, steps_per_loop=1,
+                                  save_every=1, config=config)
+  assert lines[0].startswith("resumed from") and "at step 3" in lines[0]
+  assert result["global_step"] == 6
+  for a, b in zip(straight.get_weights(), resumed.get_weights()):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_eval_metrics_match_definitions(tmp_path):
+  """Streaming eval over 2 batches equals the definitions computed by hand in numpy."""
+  task = PretrainingTask(BertConfig.from_dict(CONFIG))
+  model = task.build_model()
+  examples = _examples(8)
+  ds_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(examples).batch(4)
+  metrics = loop.evaluate(tf.distribute.get_strategy(), model, task, ds_fn)
+  outputs = model(examples, training=False)
+  lp = tf.nn.log_softmax(outputs["masked_lm_logits"]).numpy()
+  w = examples["masked_lm_weights"]
+  ids = examples["masked_lm_ids"]
+  nll = -np.take_along_axis(lp, ids[..., None], -1)[..., 0]
+  acc = (lp.argmax(-1) == ids)
+  np.testing.assert_allclose(metrics["masked_lm_accuracy"], (w * acc).sum() / w.sum(),
+                             rtol=1e-6)
+  np.testing.assert_allclose(metrics["masked_lm_loss"], (w * nll).sum() / w.sum(), rtol=1e-5)
+  nlp = tf.nn.log_softmax(outputs["next_sentence_logits"]).numpy()
+  labels = examples["next_sentence_labels"][:, 0]
+  nsp_nll = -nlp[np.arange(8), labels]
+  np.testing.assert_allclose(metrics["next_sentence_loss"], nsp_nll.mean(), rtol=1e-5)
+  np.testing.assert_allclose(metrics["next_sentence_accuracy"],
+                             (nlp.argmax(-1) == labels).mean(), rtol=1e-6)
+  batch_losses = [(w[s] * nll[s]).sum() / (w[s].sum() + 1e-5) + nsp_nll[s].mean()
+                  for s in (slice(0, 4), slice(4, 8))]
+  np.testing.assert_allclose(metrics["loss"], np.mean(batch_losses), rtol=1e-5)
