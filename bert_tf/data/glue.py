@@ -291,10 +291,10 @@ def _find_file(data_dir, names, what):
   raise BertTfError(f"{what} not found (--data_dir): {' or '.join(map(repr, paths))}")
 
 
-def _check_text(text, path, line, what, allow_empty):
+def _check_text(text, location, what, allow_empty):
   if not text.strip() and not allow_empty:
     raise BertTfError(
-        f"{path}:{line}: empty {what}; pass allow_empty_text=True (--allow_empty_text) to keep "
+        f"{location}: empty {what}; pass allow_empty_text=True (--allow_empty_text) to keep "
         "such rows as the original run_classifier does")
 
 
@@ -314,6 +314,22 @@ def _parse_label(task, raw, location):
         f"{location}: unknown label {raw!r} for task {task.name} "
         f"(labels: {', '.join(task.labels)})")
   return label
+
+
+def make_example(task, guid, text_a, text_b, raw_label, location, allow_empty_text=False):
+  """Checks one row's texts and label and makes its `InputExample`.
+
+  Args:
+    task: the `GlueTask` (labels, regression, label aliases).
+    text_b: None for a single-sentence task.
+    raw_label: the label text as read, or None (unlabelled).
+    location: "path:line" (or "dataset/split:idx N") for error messages.
+  """
+  _check_text(text_a, location, "text_a", allow_empty_text)
+  if text_b is not None:
+    _check_text(text_b, location, "text_b", allow_empty_text)
+  label = None if raw_label is None else _parse_label(task, raw_label, location)
+  return InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label)
 
 
 class DataProcessor:
@@ -355,14 +371,9 @@ class DataProcessor:
     """The first predict split (MNLI: test_matched, as the original)."""
     return self.get_examples(data_dir, self._split_name(self.task.predict_splits, "test"))
 
-  def _make_example(self, guid, text_a, text_b, raw_label, location, pair):
-    """Checks texts and label of one row; `location` is "path:line" for messages."""
-    path, _, line = location.rpartition(":")
-    _check_text(text_a, path, line, "text_a", self.allow_empty_text)
-    if pair:
-      _check_text(text_b, path, line, "text_b", self.allow_empty_text)
-    label = None if raw_label is None else _parse_label(self.task, raw_label, location)
-    return InputExample(guid=guid, text_a=text_a, text_b=text_b if pair else None, label=label)
+  def _make_example(self, guid, text_a, text_b, raw_label, location):
+    return make_example(self.task, guid, text_a, text_b, raw_label, location,
+                        self.allow_empty_text)
 
 
 class GlueProcessor(DataProcessor):
@@ -400,8 +411,7 @@ class GlueProcessor(DataProcessor):
       guid = f"{prefix}-{row[cols.guid] if cols.guid is not None else position}"
       examples.append(self._make_example(
           guid, row[cols.text_a], None if cols.text_b is None else row[cols.text_b],
-          None if cols.label is None else row[cols.label], f"{path}:{line}",
-          pair=cols.text_b is not None))
+          None if cols.label is None else row[cols.label], f"{path}:{line}"))
     return examples
 
   def get_tfds_examples(self, split, data_dir=None):
@@ -515,8 +525,7 @@ class UserTaskProcessor(DataProcessor):
     for i, (location, raw_label, fields) in enumerate(
         self._read(data_dir, split, need_label=split != "test")):
       examples.append(self._make_example(
-          f"{split}-{i}", fields["text_a"], fields.get("text_b"), raw_label, location,
-          pair="text_b" in fields))
+          f"{split}-{i}", fields["text_a"], fields.get("text_b"), raw_label, location))
     return examples
 
 
@@ -572,7 +581,6 @@ def get_tfds_examples(task, split, data_dir=None, allow_empty_text=False):
   # Binary GLUE tasks keep "0"/"1" (the GLUE files' own labels); others map through names.
   by_name = names is not None and all(n in task.labels for n in names)
   labelled = split not in task.predict_splits
-  processor = DataProcessor(task, allow_empty_text=allow_empty_text)
   examples = []
   for record in dataset.as_numpy_iterator():
     idx = int(record["idx"])
@@ -588,8 +596,8 @@ def get_tfds_examples(task, split, data_dir=None, allow_empty_text=False):
         raise BertTfError(f"{location}: no label in a split that needs one")
       else:
         raw = names[int(value)] if by_name else str(int(value))
-    examples.append(processor._make_example(  # pylint: disable=protected-access
-        f"{split}-{idx}", text_a, text_b, raw, location, pair=text_b is not None))
+    examples.append(make_example(task, f"{split}-{idx}", text_a, text_b, raw, location,
+                                 allow_empty_text))
   return examples
 
 
