@@ -294,15 +294,50 @@ def is_hugging_face_weights(path):
       tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")))
 
 
+def is_bert_tf_checkpoint(prefix):
+  """Whether a TF checkpoint is a bert_tf training checkpoint (object-based, TF2)."""
+  try:
+    names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError, IndexError):
+    return False
+  return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("model/") for n in names)
+
+
+def load_bert_tf_checkpoint(model, prefix):
+  """Loads the encoder (and whatever heads match) from a bert_tf training checkpoint.
+
+  Every task model keeps its encoder at ``model.bert``, so a classifier starts from a
+  pretraining run's checkpoint; the encoder must restore completely, heads as available.
+  """
+  from bert_tf.modeling.bert import BertModel  # pylint: disable=import-outside-toplevel
+  encoder = model if isinstance(model, BertModel) else model.bert
+  try:
+    tf.train.Checkpoint(model=tf.train.Checkpoint(bert=encoder)).read(
+        prefix).expect_partial().assert_existing_objects_matched()
+  except AssertionError as e:
+    raise BertTfError(f"{prefix}: the encoder in this checkpoint does not match the config "
+                      f"({str(e).splitlines()[0][:200]})") from None
+  if encoder is not model:
+    tf.train.Checkpoint(model=model).read(prefix).expect_partial()
+  names = list(google_variable_map(model))
+  report = LoadReport(prefix, [n for n in names if n.startswith("bert/")],
+                      [], [])
+  logging.info("loaded the encoder (and matching heads) from bert_tf checkpoint %s", prefix)
+  return report
+
+
 def load_weights(model, path, allow_missing_encoder=False):
-  """Loads a Google TF1 checkpoint or Hugging Face weights, whichever ``path`` is."""
+  """Loads a Google TF1 checkpoint, a bert_tf training checkpoint or Hugging Face weights."""
   if not path:
     raise BertTfError("no checkpoint given")
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise BertTfError(f"checkpoint not found: {path!r}")
   if is_hugging_face_weights(path):
     return load_hugging_face(model, path, allow_missing_encoder)
-  return load_google_checkpoint(model, path, allow_missing_encoder)
+  prefix = resolve_checkpoint_prefix(path)
+  if is_bert_tf_checkpoint(prefix):
+    return load_bert_tf_checkpoint(model, prefix)
+  return load_google_checkpoint(model, prefix, allow_missing_encoder)
 
 
 def load_config(path):
