@@ -6,7 +6,10 @@ Library code never reads absl FLAGS; each script parses its flags and calls the 
 import os
 import sys
 
-from absl import app
+# TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is noise for a script's user.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app  # pylint: disable=wrong-import-position
 
 from bert_tf.errors import BertTfError
 
