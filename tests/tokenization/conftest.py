@@ -8,6 +8,13 @@ import pytest
 from tests.reference.google_bert import google
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures"
+# A cased WordPiece vocab learned by bert_tf.vocab from the State of the Union addresses (no
+# cased Google vocab ships offline); tests/fixtures/make_cased_vocab.py made it.
+CASED_VOCAB = FIXTURES / "cased_vocab.txt"
+# (vocab, do_lower_case) settings every differential test runs under: the real uncased vocab
+# as meant and with lowercasing off (many [UNK]s, accents kept), and the cased vocab.
+SETTINGS = [("uncased", True), ("uncased", False), ("cased", False)]
+SETTING_IDS = ["uncased-lower", "uncased-nolower", "cased-nolower"]
 
 
 def corpus_lines():
@@ -76,3 +83,7 @@ def google_tokenization():
 @pytest.fixture(scope="session")
 def lines():
   return corpus_lines()
+
+
+def vocab_path(name, uncased_vocab):
+  return str(uncased_vocab if name == "uncased" else CASED_VOCAB)

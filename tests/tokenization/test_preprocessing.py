@@ -10,17 +10,19 @@ import tensorflow as tf
 from bert_tf import preprocessing
 from bert_tf.errors import BertTfError
 from tests.reference.google_bert import google
-from tests.tokenization.conftest import HARD_LINES, code_point_lines, random_lines
+from tests.tokenization.conftest import (HARD_LINES, SETTING_IDS, SETTINGS, code_point_lines,
+                                         random_lines, vocab_path)
 
 MAX_SEQ_LENGTH = 24
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["lower", "cased"])
+@pytest.fixture(scope="module", params=SETTINGS, ids=SETTING_IDS)
 def layer_pair(request, google_tokenization, uncased_vocab):
-  """(original FullTokenizer, BertPreprocessor) on the real bert-base-uncased vocab."""
-  vocab = str(uncased_vocab)
-  return (google_tokenization.FullTokenizer(vocab, do_lower_case=request.param),
-          preprocessing.BertPreprocessor(vocab, do_lower_case=request.param,
+  """(original FullTokenizer, BertPreprocessor) on one vocab and casing."""
+  name, lower = request.param
+  vocab = vocab_path(name, uncased_vocab)
+  return (google_tokenization.FullTokenizer(vocab, do_lower_case=lower),
+          preprocessing.BertPreprocessor(vocab, do_lower_case=lower,
                                          max_seq_length=MAX_SEQ_LENGTH))
 
 

@@ -4,15 +4,17 @@ import pytest
 
 from bert_tf import tokenization
 from bert_tf.errors import BertTfError
-from tests.tokenization.conftest import HARD_LINES, code_point_lines, random_lines
+from tests.tokenization.conftest import (HARD_LINES, SETTING_IDS, SETTINGS, code_point_lines,
+                                         random_lines, vocab_path)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["lower", "cased"])
+@pytest.fixture(scope="module", params=SETTINGS, ids=SETTING_IDS)
 def tokenizer_pair(request, google_tokenization, uncased_vocab):
-  """(original, ours) FullTokenizers on the real bert-base-uncased vocab."""
-  vocab = str(uncased_vocab)
-  return (google_tokenization.FullTokenizer(vocab, do_lower_case=request.param),
-          tokenization.FullTokenizer(vocab, do_lower_case=request.param))
+  """(original, ours) FullTokenizers on one vocab and casing."""
+  name, lower = request.param
+  vocab = vocab_path(name, uncased_vocab)
+  return (google_tokenization.FullTokenizer(vocab, do_lower_case=lower),
+          tokenization.FullTokenizer(vocab, do_lower_case=lower))
 
 
 def _assert_same(original, ours, texts):
