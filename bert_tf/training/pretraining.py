@@ -85,3 +85,112 @@ class PretrainingTask:
     replicas = float(tf.distribute.get_replica_context().num_replicas_in_sync)
     metrics["loss"] = (batch_loss / replicas, tf.constant(1.0 / replicas))
     return metrics
+
+
+def write_eval_results(path, results):
+  """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key."""
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  with fileio.atomic_write(path) as f:
+    for key in sorted(results):
+      f.write(f"{key} = {results[key]}\n")
+
+
+def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_checkpoint=None,
+                    eval_input_file=None, max_seq_length=128, max_predictions_per_seq=20,
+                    do_train=True, do_eval=False, train_batch_size=32, eval_batch_size=8,
+                    learning_rate=5e-5, num_train_steps=100000, num_warmup_steps=10000,
+                    save_checkpoints_steps=1000, keep_checkpoint_max=5, max_eval_steps=100,
+                    steps_per_loop=1000, gradient_accumulation_steps=1, dtype="float32",
+                    jit_compile=False, optimizer_kwargs=None, use_next_sentence=True,
+                    dynamic_masking=None, seed=None, export_google_checkpoint=True,
+                    peak_flops=None, progress=None):
+  """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.
+
+  Args mirror the script's flags. ``input_file``: comma-separated files or globs of TFRecords
+  made by Google's ``create_pretraining_data.py`` or bert_tf's. ``dynamic_masking``: None, or
+  a dict of ``bert_tf.data.pipeline`` masking options (re-mask on every read).
+  Returns {"train": {...}, "eval": {...}} for the phases run. Writes checkpoints,
+  TensorBoard summaries, ``eval_results.txt`` and (``export_google_checkpoint``) a Google-format
+  ``bert_model.ckpt`` + ``bert_config.json`` under ``output_dir/google``.
+  """
+  import os  # pylint: disable=import-outside-toplevel
+
+  import keras  # pylint: disable=import-outside-toplevel
+
+  from bert_tf import flops, optimization  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
+
+  if not do_train and not do_eval:
+    raise BertTfError("at least one of --do_train or --do_eval must be True")
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise BertTfError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
+                      f"{bert_config.max_position_embeddings} of the BERT config")
+  if train_batch_size % (strategy.num_replicas_in_sync * gradient_accumulation_steps):
+    raise BertTfError(
+        f"--train_batch_size {train_batch_size} must divide evenly over "
+        f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
+        "accumulation step(s)")
+  tf.io.gfile.makedirs(output_dir)
+  if seed is not None:
+    keras.utils.set_random_seed(seed)
+  task = PretrainingTask(bert_config, use_next_sentence=use_next_sentence)
+  with strategy.scope():
+    model = task.build_model(dtype=DTYPE_POLICIES[dtype])
+  results = {}
+
+  def dataset_fn(files, batch_size, is_training):
+    def fn(ctx):
+      return pipeline.pretraining_dataset(
+          files, ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size,
+          max_seq_length, max_predictions_per_seq, is_training=is_training,
+          input_context=ctx, seed=seed, dynamic_masking=dynamic_masking,
+          use_next_sentence=use_next_sentence)
+    return fn
+
+  if do_train:
+    with strategy.scope():
+      optimizer = optimization.create_optimizer(
+          learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
+      if dtype == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    peak = peak_flops or flops.detect_peak_flops(strategy)
+    trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+        model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+        gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        global_batch_size=train_batch_size, seq_length=max_seq_length,
+        train_flops_per_example=flops.train_flops_per_sequence(
+            bert_config, max_seq_length, max_predictions_per_seq, use_next_sentence),
+        peak_flops=peak))
+    init_fn = None
+    if init_checkpoint:
+      init_fn = lambda m: checkpoints.load_weights(m, init_checkpoint)  # noqa: E731
+    results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
+                                     init_fn=init_fn,
+                                     summary_writer=loop.summary_writer(output_dir),
+                                     progress=progress)
+    if export_google_checkpoint:
+      google_dir = os.path.join(output_dir, "google")
+      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
+                                         global_step=results["train"]["global_step"])
+      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
+  elif loop.latest_checkpoint(output_dir):
+    loop.restore_model(model, output_dir)
+  elif init_checkpoint:
+    checkpoints.load_weights(model, init_checkpoint)
+
+  if do_eval:
+    global_step = results.get("train", {}).get("global_step")
+    if global_step is None:
+      latest = loop.latest_checkpoint(output_dir)
+      global_step = int(latest.rsplit("-", 1)[1]) if latest else 0
+    metrics = loop.evaluate(strategy, model, task,
+                            dataset_fn(eval_input_file or input_file, eval_batch_size, False),
+                            max_steps=max_eval_steps)
+    metrics["global_step"] = global_step
+    write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
+    results["eval"] = metrics
+  return results
