@@ -27,7 +27,8 @@ Why the fast paths give the same tokens (so they are not approximations):
 - Pure-ASCII text (``str.isascii``): cleaning only deletes 0x00-0x08, 0x0b, 0x0c, 0x0e-0x1f,
   0x7f and turns \\t \\n \\r into spaces; ``lower()`` is A-Z -> a-z; NFD and Mn removal do
   nothing; every printable non-alphanumeric ASCII character is punctuation. So the words are
-  exactly the matches of ``[A-Za-z0-9]+|[!-/:-@[-`{-~]`` in the cleaned text.
+  exactly the matches of ``[A-Za-z0-9]+|[!-/:-@[-`{-~]`` in the text with those characters
+  deleted (the pattern skips \\t \\n \\r as it skips spaces).
 - WordPiece results are cached per word (they depend on the word only), and the inner search
   never tries substrings longer than the longest vocabulary entry (they cannot match).
 
@@ -56,9 +57,9 @@ _LOWER_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
 _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
                  "multi_cased_L-12_H-768_A-12")
 
-# Pure-ASCII fast path: what cleaning deletes / turns into spaces, and the word pattern.
-_ASCII_CLEAN = str.maketrans({**{c: None for c in (*range(0, 9), 11, 12, *range(14, 32), 127)},
-                              9: " ", 10: " ", 13: " "})
+# Pure-ASCII fast path: what cleaning deletes (\t \n \r, which it turns into spaces, need
+# nothing: the word pattern skips all whitespace), and the word pattern.
+_ASCII_DELETED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
 
 
@@ -241,7 +242,8 @@ class BasicTokenizer:
     """Text (str or UTF-8 bytes) -> list of words and punctuation marks (str)."""
     text = convert_to_unicode(text)
     if text.isascii():
-      text = text.translate(_ASCII_CLEAN)
+      if _ASCII_DELETED.search(text):
+        text = _ASCII_DELETED.sub("", text)
       if self.do_lower_case:
         text = text.lower()
       return _ASCII_WORDS.findall(text)
@@ -351,10 +353,11 @@ class FullTokenizer:
       self._never_split_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")")
 
   def _tokenize_plain(self, text):
-    tokenize_word = self.wordpiece_tokenizer.tokenize_word
+    cache = self.wordpiece_tokenizer._cache  # Inlined tokenize_word: this loop is hot.
     output = []
     for word in self.basic_tokenizer.tokenize(text):
-      output.extend(tokenize_word(word))
+      pieces = cache.get(word)
+      output += pieces if pieces is not None else self.wordpiece_tokenizer.tokenize_word(word)
     return output
 
   def tokenize(self, text):

@@ -67,6 +67,13 @@ def random_lines(count, seed=0):
   return lines
 
 
+def random_ascii_lines(count, seed=0):
+  """Seeded lines of random ASCII (all 128 code points: the tokenizer's pure-ASCII path)."""
+  rng = random.Random(seed)
+  alphabet = [chr(c) for c in range(128)] + list("aeiouAEIOU  ") * 4
+  return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(count)]
+
+
 def code_point_lines():
   """Every BMP code point and every 7th code point above it, 256 to a line, space-separated."""
   cps = [cp for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF]

@@ -11,7 +11,7 @@ from bert_tf import preprocessing
 from bert_tf.errors import BertTfError
 from tests.reference.google_bert import google
 from tests.tokenization.conftest import (HARD_LINES, SETTING_IDS, SETTINGS, code_point_lines,
-                                         random_lines, vocab_path)
+                                         random_ascii_lines, random_lines, vocab_path)
 
 MAX_SEQ_LENGTH = 24
 
@@ -41,7 +41,7 @@ def test_real_corpus(layer_pair, lines):
 
 
 def test_hand_made_and_random_lines(layer_pair):
-  _assert_same_ids(*layer_pair, HARD_LINES + random_lines(1500))
+  _assert_same_ids(*layer_pair, HARD_LINES + random_lines(1500) + random_ascii_lines(1500))
 
 
 def test_every_code_point(layer_pair):

@@ -5,7 +5,7 @@ import pytest
 from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 from tests.tokenization.conftest import (HARD_LINES, SETTING_IDS, SETTINGS, code_point_lines,
-                                         random_lines, vocab_path)
+                                         random_ascii_lines, random_lines, vocab_path)
 
 
 @pytest.fixture(scope="module", params=SETTINGS, ids=SETTING_IDS)
@@ -47,7 +47,7 @@ def test_invalid_utf8_bytes(tokenizer_pair):
 
 
 def test_random_code_points(tokenizer_pair):
-  _assert_same(*tokenizer_pair, random_lines(1500))
+  _assert_same(*tokenizer_pair, random_lines(1500) + random_ascii_lines(1500))
 
 
 def test_every_code_point(tokenizer_pair):
