@@ -14,7 +14,10 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     # Google's original code, for the differential tests.
-    "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six"],
+    # bert-tensorflow: Google's original code; scikit-learn/scipy: reference metric values;
+    # matplotlib: the PNG outputs of the inspection tools.
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
+             "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8"],
     "plots": ["matplotlib>=3.8"],
 }
 
