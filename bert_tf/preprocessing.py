@@ -158,12 +158,6 @@ def truncated_pair_lengths(length_a, length_b, max_length):
   return tf.where(fits, length_a, new_a), tf.where(fits, length_b, new_b)
 
 
-def _first_ids(ragged, lengths):
-  """The first ``lengths[i]`` ids of each row of ``ragged`` [B, (T)]."""
-  keep = tf.ragged.range(ragged.row_lengths()) < tf.expand_dims(lengths, 1)
-  return tf.ragged.boolean_mask(ragged, keep)
-
-
 def _vocabulary_list(vocabulary):
   """A vocab file path or a token list -> tokens in id order (as ``load_vocab`` assigns ids)."""
   if isinstance(vocabulary, (str, bytes)) or hasattr(vocabulary, "__fspath__"):
@@ -327,28 +321,29 @@ class BertPreprocessor(keras.layers.Layer):
     no second segment (no second [SEP], and the first is cut to S - 2, not by pair rules); nor
     is one that truncation empties (S = 3), which loses its [SEP] too.
     """
+    seq_length = self.max_seq_length
     len_a = ids_a.row_lengths()                                               # [B]
     if ids_b is None:
       ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
     len_b = ids_b.row_lengths()                                               # [B]
     has_b = len_b > 0
-    pair_a, pair_b = truncated_pair_lengths(len_a, len_b, self.max_seq_length - 3)
-    len_a = tf.where(has_b, pair_a, tf.minimum(len_a, self.max_seq_length - 2))
-    len_b = tf.where(has_b, pair_b, 0)
-    has_b = len_b > 0  # S = 3 leaves no room for b: then the original drops its [SEP] too.
-    ones = tf.ones_like(len_a)
+    pair_a, pair_b = truncated_pair_lengths(len_a, len_b, seq_length - 3)
+    len_a = tf.where(has_b, pair_a, tf.minimum(len_a, seq_length - 2))[:, None]   # [B, 1]
+    len_b = tf.where(has_b, pair_b, 0)[:, None]                                  # [B, 1]
+    has_b = tf.cast(len_b > 0, tf.int64)  # S = 3 leaves no room for b: its [SEP] goes too.
 
-    def column(token_id, lengths):  # [B, (lengths)] filled with token_id.
-      return tf.RaggedTensor.from_row_lengths(
-          tf.fill([tf.reduce_sum(lengths)], tf.constant(token_id, tf.int32)), lengths)
-
-    word_ids = tf.concat([column(self.cls_id, ones), _first_ids(ids_a, len_a),
-                          column(self.sep_id, ones), _first_ids(ids_b, len_b),
-                          column(self.sep_id, tf.cast(has_b, tf.int64))], axis=1)
-    type_ids = tf.concat([column(0, len_a + 2), column(1, len_b + tf.cast(has_b, tf.int64))],
-                         axis=1)
-    input_word_ids, input_mask = tf_text.pad_model_inputs(word_ids, self.max_seq_length)
-    input_type_ids, _ = tf_text.pad_model_inputs(type_ids, self.max_seq_length)
-    return {"input_word_ids": input_word_ids,                                 # [B, S]
-            "input_mask": tf.cast(input_mask, tf.int32),
-            "input_type_ids": input_type_ids}
+    # Position j of [CLS] a [SEP] b [SEP] 0...: each part's range, then a gather per part.
+    j = tf.range(seq_length, dtype=tf.int64)[None, :]                          # [1, S]
+    b_start = len_a + 2
+    end = b_start + len_b + has_b
+    dense_a = ids_a.to_tensor(0, shape=[None, seq_length])                     # [B, S]
+    dense_b = ids_b.to_tensor(0, shape=[None, seq_length])                     # [B, S]
+    from_a = tf.pad(dense_a[:, :-1], [[0, 0], [1, 0]])                         # a at j - 1
+    from_b = tf.gather(dense_b, tf.clip_by_value(j - b_start, 0, seq_length - 1), batch_dims=1)
+    is_sep = (j == len_a + 1) | ((j == end - 1) & (has_b > 0))
+    input_word_ids = tf.where(
+        j == 0, self.cls_id, tf.where(is_sep, self.sep_id, tf.where(
+            j <= len_a, from_a, tf.where(j < end, from_b, 0))))                # [B, S]
+    return {"input_word_ids": tf.cast(input_word_ids, tf.int32),
+            "input_mask": tf.cast(j < end, tf.int32),                          # [B, S]
+            "input_type_ids": tf.cast((j >= b_start) & (j < end), tf.int32)}   # [B, S]
