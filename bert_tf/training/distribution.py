@@ -147,8 +147,13 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
     return tf.distribute.OneDeviceStrategy(_gpu_devices(num_gpus, at_most=1)[0]
                                            if num_gpus or _visible("GPU") else "/cpu:0")
   if distribution_strategy == "mirrored":
-    devices = _gpu_devices(num_gpus) if num_gpus or _visible("GPU") else _visible("CPU")
-    return tf.distribute.MirroredStrategy(devices)
+    if num_gpus or _visible("GPU"):
+      return tf.distribute.MirroredStrategy(_gpu_devices(num_gpus))
+    # On CPUs, sum on one device: host memory is shared, and the default collective
+    # all-reduce of two MirroredStrategy objects in one process reuses instance keys
+    # ("Shape mismatch in the collective instance"), which breaks tests.
+    return tf.distribute.MirroredStrategy(
+        _visible("CPU"), cross_device_ops=tf.distribute.ReductionToOneDevice())
   if distribution_strategy == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if distribution_strategy == "tpu":

@@ -383,3 +383,18 @@ def test_bad_arguments_are_one_line_errors():
     optimization.create_optimizer(1e-4, 10, -1)
   with pytest.raises(ValueError, match="gradient_accumulation_steps"):
     optimization.AdamWeightDecay(1e-4, gradient_accumulation_steps=2)
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw_original", "adamw", "lamb"])
+def test_config_round_trips_through_keras_serialization(optimizer_type):
+  optimizer = optimization.create_optimizer(
+      3e-5, 50, 5, optimizer_type=optimizer_type, weight_decay_rate=0.02,
+      exclude_from_weight_decay=["LayerNorm"], clip_norm=2.0)
+  restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+  assert type(restored) is type(optimizer)
+  assert restored.get_config() == optimizer.get_config()
+  assert float(restored.learning_rate) == float(optimizer.learning_rate) == 0.0
+  # The restored optimizer decides decay the same way: bias is decayed, LayerNorm is not.
+  bias = _keras_variable("dense/bias", np.zeros(2, np.float32))
+  gamma = _keras_variable("LayerNorm/gamma", np.ones(2, np.float32))
+  assert [restored.uses_weight_decay(v) for v in (bias, gamma)] == [True, False]
