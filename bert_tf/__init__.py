@@ -8,3 +8,11 @@ stays cheap for tools that only need the tokenizer.
 __version__ = "0.1.0"
 
 from bert_tf.errors import BertTfError  # noqa: F401
+
+
+def __getattr__(name):
+  # ``bert_tf.load`` without importing TensorFlow at ``import bert_tf``.
+  if name == "load":
+    from bert_tf.inference import load  # pylint: disable=import-outside-toplevel
+    return load
+  raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")

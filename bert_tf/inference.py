@@ -1,0 +1,675 @@
+"""Using a trained BERT: load a checkpoint folder in one call, then look inside it.
+
+  >>> bert = bert_tf.load("uncased_L-12_H-768_A-12")            # doctest: +SKIP
+  >>> out = bert(["Paris is nice.", ("A man.", "He walks.")],
+  ...            output_hidden_states=True, output_attentions=True)  # doctest: +SKIP
+  >>> len(out.hidden_states), out.attentions[0].shape             # doctest: +SKIP
+  (13, (2, 12, 8, 8))
+  >>> bert.fill_mask("Paris is the most [MASK] city.", top_k=3)   # doctest: +SKIP
+  >>> bert.next_sentence("I went to the store.", "I bought milk.")   # doctest: +SKIP
+  >>> bert.embed(["a sentence", "another"], pooling="last4_mean")  # doctest: +SKIP
+  >>> bert.word_embedding("He sat by the river bank.", "bank")     # doctest: +SKIP
+
+``load`` reads a folder in Google's layout (``bert_config.json``, ``vocab.txt``,
+``bert_model.ckpt*``), a bert_tf training checkpoint folder with a ``bert_config.json`` and
+``vocab.txt`` beside it (or given by ``config_file=``/``vocab_file=``), or a Hugging Face folder
+(``config.json``, ``vocab.txt``, ``model.safetensors``). The masked-LM and next-sentence heads
+are loaded when the checkpoint has them.
+
+Texts are tokenized as the original does (``pack_example``: ``[CLS] a [SEP] (b [SEP])``), with
+``[MASK]`` and the other special tokens kept whole where they occur in the raw text (as Hugging
+Face's tokenizer does). Many texts run in padded batches: sorted by length, cut into batches of
+``batch_size``, each padded to its own longest sequence.
+
+Shape legend: B = texts, S = longest sequence in the call (tokens), H = hidden size,
+L = encoder layers, N = attention heads, V = vocab size, P = [MASK]s per text, D = embedding
+size (H, or k*H for a concatenation of k layers).
+"""
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+from bert_tf.extract import pack_example
+from bert_tf.modeling import BertPretrainer, checkpoints
+
+# Kept whole where they occur in raw text (Google's tokenizer would split "[MASK]" into
+# "[", "mask", "]"; Hugging Face's keeps it, and fill_mask needs it).
+SPECIAL_TOKENS = ("[MASK]", "[CLS]", "[SEP]", "[UNK]", "[PAD]")
+MASK_TOKEN = "[MASK]"
+
+# Token pooling for ``embed``; "lastK_mean"/"lastK_concat"/"lastK_sum" are shorthands.
+POOLINGS = ("cls", "mean", "max", "pooler")
+COMBINES = ("mean", "concat", "sum")
+_LAST_K = re.compile(r"^last(\d+)_(mean|concat|sum)$")
+
+
+@dataclasses.dataclass
+class BertOutput:
+  """What calling an ``InferenceModel`` returns (numpy arrays, float32 / int32).
+
+  Attributes:
+    tokens: B lists of word pieces, ``[CLS] ... [SEP]`` (no padding).
+    input_word_ids, input_mask, input_type_ids: [B,S] int32, padded with 0.
+    sequence_output: [B,S,H], the last layer.
+    pooled_output: [B,H], or None when the checkpoint has no pooler (e.g. a Hugging Face
+      masked-LM-only model).
+    hidden_states: with ``output_hidden_states``, a tuple of L+1 arrays [B,S,H]: the embedding
+      output, then every layer (Hugging Face's convention); else None.
+    attentions: with ``output_attentions``, a tuple of L arrays [B,N,S,S] (rows: from, columns:
+      to); else None.
+  Hidden states and attention rows at padding positions (``input_mask == 0``) are zeros, so
+  results do not depend on how texts were batched. Also readable as ``out["sequence_output"]``.
+  """
+  tokens: list
+  input_word_ids: np.ndarray
+  input_mask: np.ndarray
+  input_type_ids: np.ndarray
+  sequence_output: np.ndarray
+  pooled_output: np.ndarray = None
+  hidden_states: tuple = None
+  attentions: tuple = None
+
+  def __getitem__(self, name):
+    return getattr(self, name)
+
+  def keys(self):
+    return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading.
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_json_field(path, field):
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      values = json.load(f)
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  return values.get(field) if isinstance(values, dict) else None
+
+
+def _casing_of_google_name(folder):
+  """True/False for Google's released uncased/cased checkpoints (by folder name), else None."""
+  probe = os.path.join(folder, "bert_model.ckpt")
+  for guess in (True, False):
+    try:
+      tokenization.validate_case_matches_checkpoint(guess, probe)
+    except BertTfError:
+      return not guess
+  return None
+
+
+def _casing_of_vocab(vocab):
+  """A vocab with capital letters (outside ``[...]`` tokens) belongs to a cased model."""
+  for token in vocab:
+    if token.startswith("[") and token.endswith("]"):
+      continue
+    if token != token.lower():
+      return False
+  return True
+
+
+def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
+  """The casing of a model: ``(do_lower_case, where it was learned)``.
+
+  In order: the ``do_lower_case`` argument (checked against Google's released checkpoint
+  names), ``tokenizer_config.json`` in ``folder`` (Hugging Face), Google's released checkpoint
+  names, and the vocab itself (capital letters in it mean a cased model).
+  """
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(
+        bool(do_lower_case), weights or os.path.join(folder, "bert_model.ckpt"))
+    return bool(do_lower_case), "argument"
+  tokenizer_config = os.path.join(folder, "tokenizer_config.json")
+  if tf.io.gfile.exists(tokenizer_config):
+    value = _read_json_field(tokenizer_config, "do_lower_case")
+    if isinstance(value, bool):
+      return value, tokenizer_config
+  known = _casing_of_google_name(folder)
+  if known is not None:
+    return known, "Google's checkpoint name"
+  return _casing_of_vocab(vocab), "vocab"
+
+
+def _heads_of_bert_tf_checkpoint(prefix, encoder):
+  """``(has_masked_lm, has_next_sentence, has_pooler)`` of a bert_tf training checkpoint.
+
+  Also refuses a checkpoint that holds fewer model variables than the encoder has: the object
+  graph then lacks part of the encoder (``load_weights`` cannot see what a checkpoint never
+  tracked), and using it would mean running freshly initialised layers.
+  """
+  names = [name for name, _ in tf.train.list_variables(prefix)]
+  model_values = [n for n in names if n.startswith("model/") and
+                  n.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and "/.OPTIMIZER_SLOT/" not in n]
+  if len(model_values) < len(encoder.weights):
+    raise BertTfError(f"{prefix}: holds {len(model_values)} model variables but the encoder "
+                      f"alone has {len(encoder.weights)} (part of the encoder was never saved "
+                      "in this checkpoint)")
+  has = lambda p: any(n.startswith(p) for n in names)  # noqa: E731
+  return has("model/masked_lm/"), has("model/next_sentence/"), has("model/bert/pooler/")
+
+
+def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq_length=None,
+         batch_size=32):
+  """Loads a trained BERT (encoder, heads when present, tokenizer, casing) ready to use.
+
+  Args:
+    path: a model folder (Google, bert_tf or Hugging Face layout), or a checkpoint prefix
+      (``.../bert_model.ckpt``) or ``.safetensors`` file whose folder holds the config/vocab.
+    config_file: ``bert_config.json`` / ``config.json``, if not in the folder.
+    vocab_file: ``vocab.txt``, if not in the folder.
+    do_lower_case: override the casing (else learned as in ``resolve_do_lower_case``).
+    max_seq_length: longest input in tokens (default: the model's max_position_embeddings);
+      longer inputs are truncated as the original does.
+    batch_size: sequences per batch.
+  Returns:
+    An ``InferenceModel``.
+  Raises:
+    BertTfError: a missing file, a config that does not fit the checkpoint, a casing that
+      contradicts a Google checkpoint's name.
+  """
+  if not path or not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
+    raise BertTfError(f"model not found: {path!r}")
+  folder = path if tf.io.gfile.isdir(path) else (os.path.dirname(path) or ".")
+
+  if config_file is None:
+    for name in ("bert_config.json", "config.json"):
+      if tf.io.gfile.exists(os.path.join(folder, name)):
+        config_file = os.path.join(folder, name)
+        break
+    else:
+      raise BertTfError(f"no bert_config.json or config.json in {folder!r} "
+                        "(pass config_file=, or --bert_config_file)")
+  config = checkpoints.load_config(config_file)
+
+  if vocab_file is None:
+    vocab_file = os.path.join(folder, "vocab.txt")
+    if not tf.io.gfile.exists(vocab_file):
+      raise BertTfError(f"no vocab.txt in {folder!r} (pass vocab_file=, or --vocab_file)")
+  vocab = tokenization.load_vocab(vocab_file)
+  if len(vocab) > config.vocab_size:
+    raise BertTfError(f"{vocab_file} has {len(vocab)} tokens but {config_file} says vocab_size "
+                      f"{config.vocab_size} (do they belong together?)")
+
+  weights = path if not tf.io.gfile.isdir(path) else None
+  lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights)
+  never_split = [t for t in SPECIAL_TOKENS if t in vocab]
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower,
+                                         never_split=never_split)
+
+  model = BertPretrainer(config)
+  report = checkpoints.load_weights(model, path)
+  if checkpoints.is_hugging_face_weights(path):
+    prefix = None
+  else:
+    prefix = checkpoints.resolve_checkpoint_prefix(path)
+  if prefix is not None and checkpoints.is_bert_tf_checkpoint(prefix):
+    has_masked_lm, has_next_sentence, has_pooler = _heads_of_bert_tf_checkpoint(prefix, model.bert)
+  else:
+    missing = set(report.missing)
+    lacks = lambda p: any(n.startswith(p) for n in missing)  # noqa: E731
+    has_masked_lm = not lacks("cls/predictions/")
+    has_next_sentence = not lacks("cls/seq_relationship/")
+    has_pooler = not lacks("bert/pooler/")
+  logging.info("loaded %s: do_lower_case=%s (from %s), masked LM head: %s, next sentence "
+               "head: %s", path, lower, source, has_masked_lm, has_next_sentence)
+  return InferenceModel(model, tokenizer, source=str(path), do_lower_case=lower,
+                        has_masked_lm=has_masked_lm,
+                        has_next_sentence=has_next_sentence and has_pooler,
+                        has_pooler=has_pooler, max_seq_length=max_seq_length,
+                        batch_size=batch_size, load_report=report)
+
+
+# ---------------------------------------------------------------------------------------------
+# The ready model.
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_items(texts, text_pairs=None):
+  """Texts in any accepted form -> list of ``(text_a, text_b or None)``.
+
+  ``texts``: a str, a ``(a, b)`` tuple, or a list of str / ``(a, b)`` tuples.
+  ``text_pairs``: optional second segments, one per text (a str for a single text).
+  """
+  if isinstance(texts, (str, bytes)) or (isinstance(texts, tuple) and len(texts) == 2 and
+                                          all(isinstance(t, (str, bytes)) for t in texts)):
+    texts = [texts]
+    if isinstance(text_pairs, (str, bytes)):
+      text_pairs = [text_pairs]
+  texts = list(texts)
+  if text_pairs is not None:
+    text_pairs = list(text_pairs)
+    if len(text_pairs) != len(texts):
+      raise BertTfError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}")
+  items = []
+  for i, text in enumerate(texts):
+    if isinstance(text, (tuple, list)):
+      if len(text) != 2 or text_pairs is not None:
+        raise BertTfError(f"texts[{i}]: expected a str or an (a, b) pair, got {text!r}")
+      a, b = text
+    else:
+      a, b = text, (text_pairs[i] if text_pairs is not None else None)
+    if not isinstance(a, (str, bytes)) or not (b is None or isinstance(b, (str, bytes))):
+      raise BertTfError(f"texts[{i}]: expected text, got {text!r}")
+    items.append((a, b))
+  if not items:
+    raise BertTfError("no texts given")
+  return items
+
+
+def parse_pooling(pooling, layers=None, combine=None):
+  """``(token_pooling, layer_indexes or None, combine)`` from ``embed``'s arguments.
+
+  ``"lastK_mean"`` / ``"lastK_concat"`` / ``"lastK_sum"`` mean: the last K layers, combined
+  per token (mean, concatenation or sum), then a mask-aware mean over the tokens.
+  """
+  match = _LAST_K.match(str(pooling))
+  if match:
+    if layers is not None:
+      raise BertTfError(f"pooling={pooling!r} already names the layers; drop layers=")
+    k = int(match.group(1))
+    return "mean", list(range(-k, 0)), match.group(2)
+  if pooling not in POOLINGS:
+    raise BertTfError(f"unknown pooling {pooling!r}; expected one of "
+                      f"{', '.join(POOLINGS)} or lastK_mean/lastK_concat/lastK_sum")
+  if pooling == "pooler" and layers is not None:
+    raise BertTfError("pooling='pooler' uses the pooled output; drop layers=")
+  if isinstance(layers, int):
+    layers = [layers]
+  return pooling, (list(layers) if layers is not None else None), combine or "mean"
+
+
+class InferenceModel:
+  """A loaded BERT with its tokenizer; see the module docstring for examples.
+
+  Attributes:
+    model: the ``BertPretrainer`` (``model.bert`` is the encoder ``BertModel``).
+    config, tokenizer, do_lower_case, source (the path loaded).
+    has_masked_lm, has_next_sentence, has_pooler: which parts the checkpoint had.
+    load_report: the ``checkpoints.LoadReport`` of the load.
+  """
+
+  def __init__(self, model, tokenizer, *, source="", do_lower_case=True, has_masked_lm=True,
+               has_next_sentence=True, has_pooler=True, max_seq_length=None, batch_size=32,
+               load_report=None):
+    self.model = model
+    self.encoder = model.bert
+    self.config = model.config
+    self.tokenizer = tokenizer
+    self.source = source
+    self.do_lower_case = do_lower_case
+    self.has_masked_lm = has_masked_lm
+    self.has_next_sentence = has_next_sentence
+    self.has_pooler = has_pooler
+    self.load_report = load_report
+    self.max_seq_length = self.config.max_position_embeddings
+    self.max_seq_length = self._limit(max_seq_length)
+    if batch_size < 1:
+      raise BertTfError(f"batch_size must be positive, got {batch_size}")
+    self.batch_size = batch_size
+    self._special = {t for t in SPECIAL_TOKENS if t in tokenizer.vocab}
+    self._never_split_re = None
+    if tokenizer.never_split:
+      by_length = sorted(set(tokenizer.never_split), key=len, reverse=True)
+      self._never_split_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")")
+
+  def __repr__(self):
+    c = self.config
+    heads = [n for n, has in (("masked LM", self.has_masked_lm),
+                              ("next sentence", self.has_next_sentence)) if has]
+    return (f"InferenceModel({self.source!r}: L={c.num_hidden_layers}, H={c.hidden_size}, "
+            f"N={c.num_attention_heads}, vocab={c.vocab_size}, "
+            f"do_lower_case={self.do_lower_case}, heads: {', '.join(heads) or 'none'})")
+
+  # --- tokenization -----------------------------------------------------------------------
+
+  def tokenize(self, texts, text_pairs=None, max_seq_length=None):
+    """Texts -> ``(tokens lists, segment id lists)``, packed and truncated as the original."""
+    limit = self._limit(max_seq_length)
+    tokens, segments = [], []
+    for a, b in _as_items(texts, text_pairs):
+      tokens_b = self.tokenizer.tokenize(b) if b is not None else None
+      packed, segment_ids = pack_example(self.tokenizer.tokenize(a), tokens_b, limit)
+      tokens.append(packed)
+      segments.append(segment_ids)
+    return tokens, segments
+
+  def words(self, text):
+    """The words of ``text`` and their word pieces: ``[(word, [pieces])]``.
+
+    Words are what the basic tokenizer splits (punctuation marks are words of their own, as
+    in Hugging Face's ``word_ids``); special tokens such as ``[MASK]`` are one word each.
+    Concatenating the pieces gives ``tokenizer.tokenize(text)``.
+    """
+    text = tokenization.convert_to_unicode(text)
+    parts = self._never_split_re.split(text) if self._never_split_re else [text]
+    words = []
+    for i, part in enumerate(parts):
+      if i % 2:
+        words.append((part, [part]))
+        continue
+      for word in self.tokenizer.basic_tokenizer.tokenize(part):
+        words.append((word, list(self.tokenizer.wordpiece_tokenizer.tokenize_word(word))))
+    return words
+
+  def _limit(self, max_seq_length):
+    limit = max_seq_length or self.max_seq_length
+    if limit > self.config.max_position_embeddings:
+      raise BertTfError(f"max_seq_length {limit} exceeds the model's max_position_embeddings "
+                        f"{self.config.max_position_embeddings}")
+    if limit < 3:
+      raise BertTfError(f"max_seq_length must be at least 3, got {limit}")
+    return limit
+
+  # --- running the encoder in padded batches ----------------------------------------------
+
+  @tf.function(reduce_retracing=True)
+  def _encoder_fn(self, word_ids, mask, type_ids, output_attentions):
+    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
+                        "input_type_ids": type_ids}, training=False,
+                       output_attentions=output_attentions)
+    hidden = tf.stack([out["embedding_output"]] + out["encoder_outputs"])  # [L+1,b,s,H]
+    result = {"hidden_states": hidden, "pooled_output": out["pooled_output"]}
+    if output_attentions:
+      result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
+    return result
+
+  @tf.function(reduce_retracing=True)
+  def _masked_lm_fn(self, word_ids, mask, type_ids, positions):
+    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
+                        "input_type_ids": type_ids}, training=False)
+    logits = self.model.masked_lm(out["sequence_output"], positions,
+                                  self.encoder.word_embeddings)  # [b,P,V]
+    return tf.nn.softmax(logits, axis=-1)
+
+  @tf.function(reduce_retracing=True)
+  def _next_sentence_fn(self, word_ids, mask, type_ids):
+    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
+                        "input_type_ids": type_ids}, training=False)
+    return tf.nn.softmax(self.model.next_sentence(out["pooled_output"]), axis=-1)  # [b,2]
+
+  def _batches(self, tokens, segments, batch_size=None):
+    """Yields ``(indexes, word_ids, mask, type_ids)``, each batch padded to its longest.
+
+    Sequences are sorted by length first, so that a batch wastes little on padding.
+    """
+    batch_size = batch_size or self.batch_size
+    order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))
+    for start in range(0, len(order), batch_size):
+      indexes = order[start:start + batch_size]
+      word_ids, mask, type_ids = self._features([tokens[i] for i in indexes],
+                                                [segments[i] for i in indexes])
+      yield indexes, word_ids, mask, type_ids
+
+  def _features(self, tokens, segments):
+    """Token and segment lists -> ``[n,s]`` int32 word ids, mask, type ids (s: the longest)."""
+    length = max(len(t) for t in tokens)
+    word_ids = np.zeros((len(tokens), length), np.int32)
+    mask = np.zeros_like(word_ids)
+    type_ids = np.zeros_like(word_ids)
+    for i, (toks, segs) in enumerate(zip(tokens, segments)):
+      word_ids[i, :len(toks)] = self.tokenizer.convert_tokens_to_ids(toks)
+      mask[i, :len(toks)] = 1
+      type_ids[i, :len(toks)] = segs
+    return word_ids, mask, type_ids
+
+  def __call__(self, texts, text_pairs=None, *, output_hidden_states=False,
+               output_attentions=False, max_seq_length=None, batch_size=None):
+    """Runs the encoder on texts (str, ``(a, b)`` pairs, or lists of them) -> ``BertOutput``.
+
+    Arrays are padded to the longest sequence of the call (S); see ``BertOutput``.
+    """
+    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
+    word_ids, mask, type_ids = self._features(tokens, segments)
+    b, s = word_ids.shape
+    c = self.config
+    hidden = np.zeros((c.num_hidden_layers + 1, b, s, c.hidden_size), np.float32)
+    pooled = np.zeros((b, c.hidden_size), np.float32)
+    attentions = None
+    if output_attentions:
+      attentions = np.zeros((c.num_hidden_layers, b, c.num_attention_heads, s, s), np.float32)
+    for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      out = self._encoder_fn(ids, m, types, bool(output_attentions))
+      n = ids.shape[1]  # This batch's length, <= s.
+      real = m.astype(np.float32)  # [b,n]: padding positions are zeroed in the outputs, so
+      # that they do not depend on which texts shared a batch.
+      hidden[:, indexes, :n] = out["hidden_states"].numpy() * real[None, :, :, None]
+      pooled[indexes] = out["pooled_output"].numpy()
+      if output_attentions:
+        # Padding columns are already 0 (the -10000 mask underflows in the softmax).
+        attentions[:, indexes, :, :n, :n] = (out["attentions"].numpy() *
+                                             real[None, :, None, :, None])
+    return BertOutput(
+        tokens=tokens, input_word_ids=word_ids, input_mask=mask, input_type_ids=type_ids,
+        sequence_output=hidden[-1], pooled_output=pooled if self.has_pooler else None,
+        hidden_states=tuple(hidden) if output_hidden_states else None,
+        attentions=tuple(attentions) if output_attentions else None)
+
+  # --- the pretraining heads ---------------------------------------------------------------
+
+  def _require(self, has, what, variables):
+    if not has:
+      raise BertTfError(f"{what}: {self.source} has no {variables} weights (this checkpoint "
+                        "was saved without its pretraining heads)")
+
+  def fill_mask(self, text, top_k=5, *, max_seq_length=None, batch_size=None):
+    """The ``top_k`` most likely tokens at each ``[MASK]`` of ``text``.
+
+    Args:
+      text: a str (or ``(a, b)`` pair) with at least one ``[MASK]``, or a list of them.
+      top_k: candidates per mask, most probable first.
+    Returns:
+      For one text with one ``[MASK]``: a list of ``{"token", "token_id", "probability",
+      "sequence"}`` dicts (``sequence``: the text's word pieces with this candidate in place,
+      ``##`` joined). With several masks, one such list per mask; for a list of texts, one
+      result per text. Probabilities are the softmax over the whole vocabulary.
+    """
+    self._require(self.has_masked_lm, "fill_mask", "masked-LM head (cls/predictions/*)")
+    if MASK_TOKEN not in self.tokenizer.vocab:
+      raise BertTfError(f"fill_mask: the vocab has no {MASK_TOKEN} token")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+      raise BertTfError(f"fill_mask: top_k must be a positive integer, got {top_k!r}")
+    single = isinstance(text, (str, bytes)) or isinstance(text, tuple)
+    tokens, segments = self.tokenize(text, max_seq_length=max_seq_length)
+    positions = []
+    for toks, item in zip(tokens, _as_items(text)):
+      where = [i for i, t in enumerate(toks) if t == MASK_TOKEN]
+      if not where:
+        raise BertTfError(f"fill_mask: no {MASK_TOKEN} in {item[0]!r}"
+                          + (f" / {item[1]!r}" if item[1] is not None else "")
+                          + " (after truncation)")
+      positions.append(where)
+    top_k = min(top_k, self.config.vocab_size)
+    results = [None] * len(tokens)
+    for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      width = max(len(positions[i]) for i in indexes)
+      batch_positions = np.zeros((len(indexes), width), np.int32)  # [b,P], padded with 0
+      for row, i in enumerate(indexes):
+        batch_positions[row, :len(positions[i])] = positions[i]
+      probs = self._masked_lm_fn(ids, m, types, batch_positions).numpy()  # [b,P,V]
+      for row, i in enumerate(indexes):
+        per_mask = []
+        for p, position in enumerate(positions[i]):
+          row_probs = probs[row, p]
+          best = np.argsort(-row_probs, kind="stable")[:top_k]
+          per_mask.append([self._candidate(tokens[i], position, int(t), float(row_probs[t]))
+                           for t in best])
+        results[i] = per_mask[0] if len(per_mask) == 1 else per_mask
+    return results[0] if single else results
+
+  def _candidate(self, tokens, position, token_id, probability):
+    token = self.tokenizer.inv_vocab.get(token_id, f"[unused id {token_id}]")
+    filled = list(tokens)
+    filled[position] = token
+    sequence = " ".join(filled[1:-1]).replace(" ##", "")  # Without [CLS] and the last [SEP].
+    return {"token": token, "token_id": token_id, "probability": probability,
+            "sequence": sequence}
+
+  def next_sentence(self, text_a, text_b=None, *, max_seq_length=None, batch_size=None):
+    """The probability that ``text_b`` follows ``text_a`` (the NSP head's label 0).
+
+    ``text_a`` and ``text_b`` are strs (-> a float) or equally long lists (-> [B] float32);
+    ``text_a`` may also be a list of ``(a, b)`` pairs with ``text_b`` left out.
+    """
+    self._require(self.has_next_sentence, "next_sentence",
+                  "next-sentence head (cls/seq_relationship/*) or pooler")
+    single = isinstance(text_a, (str, bytes))
+    if single and not isinstance(text_b, (str, bytes)):
+      raise BertTfError("next_sentence: give two texts, text_a and text_b")
+    tokens, segments = self.tokenize(text_a, text_b, max_seq_length)
+    if any(s[-1] != 1 for s in segments):
+      raise BertTfError("next_sentence: every input needs a text_b (sentence B)")
+    is_next = np.zeros(len(tokens), np.float32)
+    for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      is_next[indexes] = self._next_sentence_fn(ids, m, types).numpy()[:, 0]
+    return float(is_next[0]) if single else is_next
+
+  # --- embeddings ----------------------------------------------------------------------------
+
+  def _layer_indexes(self, layers):
+    count = self.config.num_hidden_layers + 1
+    indexes = []
+    for layer in layers:
+      if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not (
+          -count <= layer < count):
+        raise BertTfError(f"layers: {layer!r} is not a hidden-state index (0 = embeddings, "
+                          f"1..{count - 1} = layers, negatives from the end)")
+      indexes.append(int(layer) % count)
+    if not indexes:
+      raise BertTfError("layers: no layer given")
+    return indexes
+
+  def _combine(self, hidden, indexes, combine):
+    """``[L+1,b,s,H]`` -> ``[b,s,D]`` over the chosen hidden states."""
+    chosen = hidden[indexes]  # [k,b,s,H]
+    if combine == "mean":
+      return chosen.mean(axis=0)
+    if combine == "sum":
+      return chosen.sum(axis=0)
+    if combine == "concat":
+      return np.concatenate(list(chosen), axis=-1)
+    raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
+
+  def embed(self, texts, pooling="cls", *, layers=None, combine=None, text_pairs=None,
+            max_seq_length=None, batch_size=None):
+    """One vector per text: ``[B,D]`` float32.
+
+    Args:
+      texts: str, ``(a, b)`` pair, or a list of them.
+      pooling: ``"cls"`` (the [CLS] token's vector), ``"mean"`` (mean over the real tokens,
+        [CLS] and [SEP] included: mask-aware), ``"max"`` (mask-aware max), ``"pooler"`` (the
+        pooled output, dense+tanh on [CLS]), or ``"lastK_mean"`` / ``"lastK_concat"`` /
+        ``"lastK_sum"`` (the last K layers combined per token, then the mask-aware mean).
+      layers: hidden-state indexes to use, as ``BertOutput.hidden_states`` counts them
+        (0 = embeddings, -1 = last layer; default -1), e.g. ``-2`` or ``[-4, -3, -2, -1]``.
+      combine: how several layers become one vector per token: ``"mean"`` (default),
+        ``"sum"`` or ``"concat"`` (D = k*H).
+    """
+    token_pooling, layers, combine = parse_pooling(pooling, layers, combine)
+    if combine not in COMBINES:
+      raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
+    if token_pooling == "pooler" and not self.has_pooler:
+      self._require(False, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
+    indexes = self._layer_indexes(layers if layers is not None else [-1])
+    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
+    vectors = None
+    for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      out = self._encoder_fn(ids, m, types, False)
+      if token_pooling == "pooler":
+        pooled = out["pooled_output"].numpy()
+      else:
+        per_token = self._combine(out["hidden_states"].numpy(), indexes, combine)  # [b,s,D]
+        pooled = pool_tokens(per_token, m, token_pooling)
+      if vectors is None:
+        vectors = np.zeros((len(tokens), pooled.shape[-1]), np.float32)
+      vectors[batch_indexes] = pooled
+    return vectors
+
+  def word_embedding(self, text, word, *, layers=None, combine=None, max_seq_length=None):
+    """The vector of one word of ``text``: its word pieces' vectors averaged, ``[D]``.
+
+    ``word`` is the word's position in ``words(text)`` (0-based) or the word itself (its first
+    occurrence, compared after the tokenizer's lowercasing). ``layers``/``combine`` as in
+    ``embed`` (e.g. ``layers=[-4, -3, -2, -1], combine="sum"`` for the usual word-sense
+    vectors).
+    """
+    return self.embed_words([text], [word], layers=layers, combine=combine,
+                            max_seq_length=max_seq_length)[0]
+
+  def embed_words(self, texts, words, *, layers=None, combine=None, max_seq_length=None,
+                  batch_size=None):
+    """``word_embedding`` for many ``(text, word)`` at once, batched -> ``[M,D]`` float32."""
+    texts = [texts] if isinstance(texts, (str, bytes)) else list(texts)
+    words = list(words) if isinstance(words, (list, tuple)) else [words] * len(texts)
+    if len(words) != len(texts):
+      raise BertTfError(f"embed_words: {len(words)} words for {len(texts)} texts")
+    _, layers, combine = parse_pooling("mean", layers, combine)
+    if combine not in COMBINES:
+      raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
+    indexes = self._layer_indexes(layers if layers is not None else [-1])
+    limit = self._limit(max_seq_length)
+    tokens, segments, spans = [], [], []
+    for text, word in zip(texts, words):
+      start, end = self._word_span(text, word)
+      toks, segs = pack_example(self.tokenizer.tokenize(text), None, limit)
+      if end + 1 > len(toks) - 1:
+        raise BertTfError(f"word {word!r} of {text!r} is cut off by max_seq_length {limit}")
+      tokens.append(toks)
+      segments.append(segs)
+      spans.append((start + 1, end + 1))  # +1 for [CLS].
+    vectors = None
+    for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      out = self._encoder_fn(ids, m, types, False)
+      per_token = self._combine(out["hidden_states"].numpy(), indexes, combine)  # [b,s,D]
+      if vectors is None:
+        vectors = np.zeros((len(tokens), per_token.shape[-1]), np.float32)
+      for row, i in enumerate(batch_indexes):
+        start, end = spans[i]
+        vectors[i] = per_token[row, start:end].mean(axis=0)
+    return vectors
+
+  def _word_span(self, text, word):
+    """``[start, end)`` word-piece positions (in ``tokenize(text)``) of one word."""
+    words = self.words(text)
+    if isinstance(word, (str, bytes)):
+      wanted = self.tokenizer.basic_tokenizer.tokenize(word)
+      if len(wanted) != 1:
+        raise BertTfError(f"word {word!r} is {len(wanted)} words for the tokenizer; give one "
+                          "word, or its position")
+      found = [i for i, (w, _) in enumerate(words) if w == wanted[0]]
+      if not found:
+        raise BertTfError(f"word {word!r} is not in {text!r} (words: "
+                          f"{' '.join(w for w, _ in words)})")
+      index = found[0]
+    elif isinstance(word, (int, np.integer)) and not isinstance(word, bool):
+      index = int(word)
+      if not 0 <= index < len(words):
+        raise BertTfError(f"word position {index} is out of range: {text!r} has {len(words)} "
+                          "words")
+    else:
+      raise BertTfError(f"word must be a position (int) or a word (str), got {word!r}")
+    start = sum(len(pieces) for _, pieces in words[:index])
+    return start, start + len(words[index][1])
+
+
+def pool_tokens(per_token, mask, pooling):
+  """``[b,s,D]`` token vectors -> ``[b,D]``: ``cls`` (first token), or a mask-aware ``mean``
+  or ``max`` over the positions where ``mask`` ([b,s] 0/1) is 1."""
+  if pooling == "cls":
+    return per_token[:, 0]
+  weights = mask.astype(np.float32)[:, :, None]  # [b,s,1]
+  if pooling == "mean":
+    return (per_token * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+  if pooling == "max":
+    return np.where(weights > 0, per_token, -np.inf).max(axis=1)
+  raise BertTfError(f"unknown pooling {pooling!r}")
