@@ -1,0 +1,119 @@
+"""The PyTorch peer of ``bench_model_cpu.py``: Hugging Face transformers ``BertModel`` on CPU.
+
+Run by the driver in its own process with an interpreter that has torch and transformers
+(torch is no dependency of bert_tf), e.g. the reference venv:
+
+  /work/refvenv/bin/python bench/_torch_peer.py --config=small --mode=train --batch_size=8
+
+To reproduce elsewhere: ``pip install torch==2.13.0 transformers``. Prints one ``RESULT {json}``
+line (see ``_harness.emit``).
+
+The model is the same BERT as bert_tf's: same sizes, tanh-GELU (``gelu_pytorch_tanh``, the
+original's ``gelu``, as one fused kernel), LayerNorm eps 1e-12, dropout 0.1 when training.
+``mode=infer``: ``BertModel`` (encoder + pooler) in eval mode under ``torch.inference_mode``.
+``mode=train``: ``BertModel`` + ``BertPreTrainingHeads`` (decoder tied to the word
+embeddings), the MLM head on the gathered masked positions only, loss = the original's
+weighted MLM loss + NSP loss; backward; clip to global norm 1.0; ``torch.optim.AdamW``
+(lr 1e-4, eps 1e-6, weight decay 0.01 except biases and LayerNorm).
+"""
+
+import argparse
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _harness  # noqa: E402
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--config", default="small", choices=sorted(_harness.CONFIGS))
+  parser.add_argument("--mode", default="infer", choices=["infer", "train"])
+  parser.add_argument("--batch_size", type=int, default=8)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--num_predictions", type=int, default=20)
+  parser.add_argument("--min_repeats", type=int, default=3)
+  parser.add_argument("--max_repeats", type=int, default=20)
+  parser.add_argument("--budget_s", type=float, default=20.0)
+  args = parser.parse_args()
+
+  import torch  # pylint: disable=import-outside-toplevel
+  import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
+  import transformers  # pylint: disable=import-outside-toplevel
+  from transformers.models.bert import modeling_bert  # pylint: disable=import-outside-toplevel
+
+  torch.manual_seed(0)
+  c = _harness.config_dict(args.config)
+  hf_config = transformers.BertConfig(
+      vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
+      num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
+      intermediate_size=c["intermediate_size"], hidden_act="gelu_pytorch_tanh",
+      hidden_dropout_prob=c["hidden_dropout_prob"],
+      attention_probs_dropout_prob=c["attention_probs_dropout_prob"],
+      max_position_embeddings=c["max_position_embeddings"],
+      type_vocab_size=c["type_vocab_size"], initializer_range=c["initializer_range"],
+      layer_norm_eps=1e-12)
+  batch = _harness.pretraining_batch(c, args.batch_size, args.seq_length, args.num_predictions)
+  t = {k: torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)
+       for k, v in batch.items()}
+  bert = modeling_bert.BertModel(hf_config)
+
+  if args.mode == "infer":
+    bert.eval()
+
+    def step():
+      with torch.inference_mode():
+        out = bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
+                   token_type_ids=t["segment_ids"])
+      return out.last_hidden_state, out.pooler_output
+  else:
+    bert.train()
+    heads = modeling_bert.BertPreTrainingHeads(hf_config)
+    heads.predictions.decoder.weight = bert.embeddings.word_embeddings.weight  # tied
+    heads.train()
+    named = {}
+    for prefix, module in (("bert", bert), ("cls", heads)):
+      for name, p in module.named_parameters():
+        if all(p is not q for q in named.values()):
+          named[f"{prefix}.{name}"] = p
+    no_decay = [p for n, p in named.items() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in named.items() if not ("bias" in n or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=1e-4, eps=1e-6)
+    params = list(named.values())
+    h = hf_config.hidden_size
+
+    def step():
+      out = bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
+                 token_type_ids=t["segment_ids"])
+      positions = t["masked_lm_positions"].unsqueeze(-1).expand(-1, -1, h)
+      gathered = torch.gather(out.last_hidden_state, 1, positions)  # [B,P,H]
+      mlm_logits, nsp_logits = heads(gathered, out.pooler_output)
+      nll = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]),
+                            t["masked_lm_ids"].reshape(-1), reduction="none")
+      w = t["masked_lm_weights"].reshape(-1)
+      loss = (w * nll).sum() / (w.sum() + 1e-5)
+      loss = loss + F.cross_entropy(nsp_logits, t["next_sentence_labels"].reshape(-1))
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(params, 1.0)
+      optimizer.step()
+      optimizer.zero_grad(set_to_none=True)
+      return loss
+
+  result = _harness.measure(step, args.min_repeats, args.max_repeats, args.budget_s)
+  result.update(
+      framework="hf_torch", variant="transformers BertModel (PyTorch eager)",
+      config=args.config, mode=args.mode, batch_size=args.batch_size,
+      seq_length=args.seq_length, peak_rss_mb=_harness.peak_rss_mb(),
+      versions={"python": platform.python_version(), "torch": torch.__version__,
+                "transformers": transformers.__version__},
+      threads=torch.get_num_threads(),
+      attn_implementation=getattr(bert.config, "_attn_implementation", None))
+  _harness.emit(result)
+
+
+if __name__ == "__main__":
+  main()
