@@ -1,4 +1,4 @@
-"""In-graph BERT preprocessing: raw strings -> ``input_word_ids``, ``input_mask``, ``input_type_ids``.
+"""In-graph BERT preprocessing: raw strings -> input_word_ids, input_mask, input_type_ids.
 
 ``BertPreprocessor`` is a Keras layer made of TensorFlow ops only (tensorflow-text's
 ``FastWordpieceTokenizer`` for WordPiece), so it runs inside ``tf.function``, ``tf.data`` and a
@@ -36,6 +36,7 @@ Shape legend:
 """
 
 import functools
+import os
 import unicodedata
 
 import keras
@@ -52,9 +53,6 @@ _SPACE = 0x20
 _CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
 # Table entry = replacement index << 3 | standalone << 2 | sigma context class.
 _OTHER, _CASED, _TRANSPARENT = 0, 1, 2
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def _single_char_outputs(chars, do_lower_case):
@@ -106,7 +104,7 @@ def _char_tables(do_lower_case):
     final_sigma_index: the replacement index of [ς].
   """
   entries = np.zeros([_NUM_CODE_POINTS], np.int32)
-  for lo, hi in _CJK_RANGES:
+  for lo, hi in tokenization.CJK_RANGES:
     entries[lo:hi + 1] = 1 << 2  # Standalone, unchanged, not cased.
   replacements = {}  # Code point tuple -> index (>= 1).
 
@@ -153,15 +151,16 @@ def truncated_pair_lengths(length_a, length_b, max_length):
   half_up = max_length - half_down
   fits = length_a + length_b <= max_length
   a_longer = length_a >= length_b
-  new_b = tf.where(a_longer, tf.minimum(length_b, half_down), max_length - tf.minimum(length_a, half_up))
+  new_b = tf.where(a_longer, tf.minimum(length_b, half_down),
+                   max_length - tf.minimum(length_a, half_up))
   new_a = max_length - new_b
   return tf.where(fits, length_a, new_a), tf.where(fits, length_b, new_b)
 
 
 def _vocabulary_list(vocabulary):
   """A vocab file path or a token list -> tokens in id order (as ``load_vocab`` assigns ids)."""
-  if isinstance(vocabulary, (str, bytes)) or hasattr(vocabulary, "__fspath__"):
-    return list(tokenization.load_vocab(str(vocabulary)))
+  if isinstance(vocabulary, (str, os.PathLike)):
+    return list(tokenization.load_vocab(os.fspath(vocabulary)))
   return list(dict.fromkeys(str(t).strip() for t in vocabulary))
 
 
@@ -214,13 +213,12 @@ class BertPreprocessor(keras.layers.Layer):
     self._replacement_values = tf.constant(values)
     self._replacement_starts = tf.constant(splits[:-1].astype(np.int32))
     self._replacement_lengths = tf.constant(np.diff(splits).astype(np.int32))
-    # A word over 200 characters becomes this one character, which is not in the vocab
-    # (so WordPiece gives [UNK]); words never contain it after cleaning... or if they do,
-    # they are [UNK] anyway, having no first piece.
+    # A word over 200 characters is replaced by this one-character word, which WordPiece
+    # makes [UNK]: the character is not a vocab token (and no longer token fits one char).
     self._too_long_word = next(chr(cp) for cp in range(0xE000, 0xF900) if chr(cp) not in ids)
-    # Empty lines (id kept by load_vocab) cannot be given to the WordPiece builder; a NUL
-    # token can never match, since cleaning removes NUL from every word.
-    wordpiece_vocab = [token if token else f"\x00{i}" for i, token in enumerate(self.vocabulary)]
+    # An empty line keeps its id (load_vocab gives "" one) but the WordPiece builder rejects
+    # "": a token with a space in it takes its place, as words never contain spaces.
+    wordpiece_vocab = [token or f" blank line {i}" for i, token in enumerate(self.vocabulary)]
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         wordpiece_vocab, suffix_indicator="##",
         max_bytes_per_word=4 * tokenization.MAX_INPUT_CHARS_PER_WORD + 4,

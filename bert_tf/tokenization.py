@@ -57,6 +57,11 @@ _LOWER_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
 _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
                  "multi_cased_L-12_H-768_A-12")
 
+# The original's "Chinese characters" (CJK ideograph blocks, inclusive), which get spaces
+# around them. Unassigned code points inside the blocks count too.
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+              (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
 # Pure-ASCII fast path: what cleaning deletes (\t \n \r, which it turns into spaces, need
 # nothing: the word pattern skips all whitespace), and the word pattern.
 _ASCII_DELETED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -87,9 +92,7 @@ def _is_punctuation(char):
 
 def _is_chinese_char(cp):
   """Whether code point ``cp`` is a CJK ideograph (not Hangul, Hiragana or Katakana)."""
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
-          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
-          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+  return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
 class _LazyTable(dict):

@@ -44,9 +44,13 @@ def test_hand_made_and_random_lines(layer_pair):
   _assert_same_ids(*layer_pair, HARD_LINES + random_lines(1500) + random_ascii_lines(1500))
 
 
-def test_every_code_point(layer_pair):
+@pytest.mark.parametrize("lower", [True, False], ids=["lower", "nolower"])
+def test_every_code_point(google_tokenization, uncased_vocab, lower):
+  # (The normalisation under test does not depend on the vocab: one vocab is enough.)
+  original = google_tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=lower)
+  layer = preprocessing.BertPreprocessor(str(uncased_vocab), do_lower_case=lower)
   lines = code_point_lines()
-  _assert_same_ids(*layer_pair, lines + [line.replace(" ", "a") for line in lines])
+  _assert_same_ids(original, layer, lines + [line.replace(" ", "a") for line in lines])
 
 
 def test_final_sigma(layer_pair):
@@ -60,6 +64,17 @@ def test_invalid_utf8(layer_pair):
   texts = [b"", b"\xff", b"caf\xc3\xa9 \xe4\xb8", b"a\x80b \xed\xa0\x80x \xf0\x9f\x98",
            b"\xc0\xaf/\xe0\x80\xaf", b"ok\xf4\x90\x80\x80ok", b"\xef\xbf\xbd\xef\xbb\xbfA"]
   _assert_same_ids(*layer_pair, texts)
+
+
+def test_odd_vocab_file(google_tokenization, tmp_path):
+  # Duplicates (no id of their own), a blank line (an id for ""), "##" alone, \r\n endings.
+  path = tmp_path / "vocab.txt"
+  path.write_bytes(b"[PAD]\n[UNK]\r\n[CLS]\n[SEP]\n\nthe\nthe\n##\n##e\nt\n##h\n"
+                   b"a\n##b\nab\n\xc3\xa9\n[UNK]\nx\n")
+  texts = ["the thé ab abb the# ## x xx", "", "THE Ab", "\u00e9\u00e9 e\u0301 \u0301"]
+  for lower in (True, False):
+    original = google_tokenization.FullTokenizer(str(path), do_lower_case=lower)
+    _assert_same_ids(original, preprocessing.BertPreprocessor(str(path), lower), texts)
 
 
 def test_known_mismatch_canonical_reordering(google_tokenization, tmp_path):
