@@ -327,7 +327,7 @@ class FullTokenizer:
   Example:
     >>> tokenizer = FullTokenizer("vocab.txt", do_lower_case=True)  # doctest: +SKIP
     >>> tokenizer.tokenize("Unaffable Déjà-vu")  # doctest: +SKIP
-    ['una', '##ffa', '##ble', 'deja', '-', 'vu']
+    ['una', '##ffa', '##ble', 'de', '##ja', '-', 'vu']
   """
 
   def __init__(self, vocab_file, do_lower_case=True, never_split=None):
