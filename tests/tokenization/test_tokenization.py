@@ -1,5 +1,7 @@
 """bert_tf.tokenization against Google's original tokenization.py, token for token."""
 
+import pickle
+
 import pytest
 
 from bert_tf import tokenization
@@ -147,3 +149,10 @@ def test_convert_to_unicode(google_tokenization):
     assert tokenization.convert_to_unicode(value) == google_tokenization.convert_to_unicode(value)
   with pytest.raises(ValueError, match="Unsupported string type"):
     tokenization.convert_to_unicode(3)
+
+
+def test_pickles_for_worker_processes(tokenizer_pair):
+  # create_pretraining_data sends the tokenizer to worker processes.
+  original, ours = tokenizer_pair
+  ours.tokenize("warm the caches: héllo 北京")
+  _assert_same(original, pickle.loads(pickle.dumps(ours)), HARD_LINES)
