@@ -1,0 +1,276 @@
+"""SavedModels that need TensorFlow and tensorflow-text only: classifier, encoder, preprocessor.
+
+Loading any of them needs ``import tensorflow_text`` first (it registers the WordPiece ops the
+in-graph tokenizer uses); bert_tf itself is not needed: ``tf.saved_model.load(path)``.
+
+Shape legend: B = batch, S = sequence length (``max_seq_length`` for text inputs, any for
+ids), H = hidden size, L = layers, C = classes, T = word pieces of one text (ragged).
+
+Classifier (``export_classifier``), signatures:
+  serving_default, serve_text   text [B] string
+  serve_text_pair               text_a [B], text_b [B] string
+  serve_ids                     input_word_ids, input_mask, input_type_ids [B,S] int32
+each returning
+  classification  logits [B,C], probabilities [B,C] float32, label_ids [B] int32,
+                  labels [B] string (the label names)
+  regression      logits [B,1], predictions [B] float32 (the score)
+Text goes through the fine-tuned model's own preprocessing (vocab, casing, max_seq_length,
+the original's truncation). Attributes: ``label_names``, ``vocab_file``, ``do_lower_case``,
+``max_seq_length``; the signatures' functions are also methods (``loaded.serve_text(t)``).
+
+Encoder (``export_encoder``), as TF Hub's BERT encoders:
+  ``loaded(inputs, training=False)`` with inputs {input_word_ids, input_mask, input_type_ids}
+  [B,S] int32 -> {sequence_output [B,S,H], pooled_output [B,H], default [B,H] (=
+  pooled_output), encoder_outputs (list of L [B,S,H])}; training=True turns dropout on
+  (fine-tuning: ``loaded.trainable_variables``, TF Hub's Reusable SavedModel API with
+  ``variables`` and ``regularization_losses``). Signature serving_default: the same inputs ->
+  sequence_output, pooled_output, default, and encoder_outputs stacked [L,B,S,H].
+  Attributes ``vocab_file`` (asset), ``do_lower_case``.
+
+Preprocessor (``export_preprocessor``), as TF Hub's BERT preprocessors:
+  ``loaded(text [B])`` -> {input_word_ids, input_mask, input_type_ids} [B,S] int32;
+  ``loaded.tokenize(text [B])`` -> word-piece ids [B,(T)] int32 ragged (TF Hub's has a word
+  dimension too: [B,(words),(pieces)]); ``loaded.bert_pack_inputs([ids_a])`` or
+  ``([ids_a, ids_b])`` -> the dict, truncated as the original (S is fixed at export, not an
+  argument as in TF Hub). Signatures serving_default (text) and serve_text_pair (text_a,
+  text_b).
+
+Every export is written to a temporary directory beside its target and renamed into place
+when whole (``write_atomically``), replacing an older export of the same path.
+"""
+
+import os
+
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.training.loop import random_states
+
+_IDS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def _ids_spec(name):
+  return tf.TensorSpec([None, None], tf.int32, name=name)
+
+
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
+_TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
+_TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
+_RAGGED_IDS = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
+
+
+def write_atomically(export_dir, write):
+  """Calls ``write(tmp_dir)``, then renames tmp_dir to export_dir (replacing an old one)."""
+  export_dir = os.path.normpath(export_dir)
+  parent = os.path.dirname(export_dir)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  tmp = fileio.temp_name(export_dir)
+  try:
+    write(tmp)
+    old = None
+    if tf.io.gfile.exists(export_dir):
+      if not tf.io.gfile.isdir(export_dir):
+        raise BertTfError(f"--export_dir {export_dir!r} exists and is not a directory")
+      old = fileio.temp_name(export_dir)
+      tf.io.gfile.rename(export_dir, old)
+    tf.io.gfile.rename(tmp, export_dir)
+  except BaseException:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    raise
+  if old is not None:
+    tf.io.gfile.rmtree(old)
+  return export_dir
+
+
+def _make_preprocessor(vocab_file, do_lower_case, max_seq_length):
+  fileio.require_file(vocab_file, "vocab file", "vocab_file")
+  return BertPreprocessor(vocab_file, do_lower_case=do_lower_case,
+                          max_seq_length=max_seq_length)
+
+
+class _Assets(tf.Module):
+  """vocab_file (an asset, copied into the export) and do_lower_case, as TF Hub's models."""
+
+  def _add_assets(self, vocab_file, do_lower_case):
+    self.vocab_file = tf.saved_model.Asset(vocab_file)
+    self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False,
+                                     name="do_lower_case")
+
+
+class ClassifierModule(_Assets):
+  """A fine-tuned ``BertClassifier`` with its preprocessing (see the module docstring)."""
+
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels=None):
+    super().__init__(name="bert_classifier")
+    self.model = model
+    self.is_regression = model.num_labels == 1  # One output: a regression score.
+    if not self.is_regression:
+      labels = [str(label) for label in (labels or range(model.num_labels))]
+      if len(labels) != model.num_labels:
+        raise BertTfError(f"{len(labels)} label names for a classifier with "
+                          f"{model.num_labels} outputs")
+      self.label_names = tf.Variable(labels, trainable=False, name="label_names")
+    self.preprocessor = _make_preprocessor(vocab_file, do_lower_case, max_seq_length)
+    self.max_seq_length = tf.Variable(int(max_seq_length), trainable=False,
+                                      name="max_seq_length")
+    self._add_assets(vocab_file, do_lower_case)
+
+  def _outputs(self, inputs):
+    logits = tf.cast(self.model(inputs, training=False), tf.float32)        # [B,C]
+    if self.is_regression:
+      return {"logits": logits, "predictions": logits[:, 0]}
+    label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)           # [B]
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+            "label_ids": label_ids, "labels": tf.gather(self.label_names, label_ids)}
+
+  @tf.function(input_signature=[_TEXT])
+  def serve_text(self, text):
+    return self._outputs(self.preprocessor(text))
+
+  @tf.function(input_signature=[_TEXT_A, _TEXT_B])
+  def serve_text_pair(self, text_a, text_b):
+    return self._outputs(self.preprocessor((text_a, text_b)))
+
+  @tf.function(input_signature=[_ids_spec(name) for name in _IDS])
+  def serve_ids(self, input_word_ids, input_mask, input_type_ids):
+    return self._outputs({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                          "input_type_ids": input_type_ids})
+
+  def signatures(self):
+    return {"serving_default": self.serve_text, "serve_text": self.serve_text,
+            "serve_text_pair": self.serve_text_pair, "serve_ids": self.serve_ids}
+
+
+class EncoderModule(_Assets):
+  """A bare ``BertModel`` laid out as a TF Hub BERT encoder (see the module docstring)."""
+
+  # TF Hub's Reusable SavedModel API: these are saved as attributes of the loaded object
+  # (tf.Module only has them as properties, which are not saved).
+  variables = trainable_variables = regularization_losses = None
+
+  def __init__(self, encoder, vocab_file, do_lower_case):
+    super().__init__(name="bert_encoder")
+    self.encoder = encoder
+    self.variables = list(encoder.variables)
+    self.trainable_variables = list(encoder.trainable_variables)
+    self.regularization_losses = []
+    # Dropout's random-generator states (Keras does not track them): training=True uses them.
+    self.random_states = random_states(encoder)
+    self._add_assets(vocab_file, do_lower_case)
+
+  def _encode(self, inputs, training=False):
+    outputs = self.encoder({k: inputs[k] for k in _IDS}, training=training)
+    return {"sequence_output": outputs["sequence_output"],
+            "pooled_output": outputs["pooled_output"],
+            "default": outputs["pooled_output"],
+            "encoder_outputs": list(outputs["encoder_outputs"])}
+
+  @tf.function
+  def __call__(self, inputs, training=False):
+    return self._encode(inputs, training=training)
+
+  @tf.function(input_signature=[_ids_spec(name) for name in _IDS])
+  def serve_ids(self, input_word_ids, input_mask, input_type_ids):
+    outputs = self._encode({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                            "input_type_ids": input_type_ids})
+    outputs["encoder_outputs"] = tf.stack(outputs["encoder_outputs"], axis=0)  # [L,B,S,H]
+    return outputs
+
+  def trace(self):
+    """Traces ``__call__`` for training=False and True (what the export keeps)."""
+    spec = {name: _ids_spec(name) for name in _IDS}
+    self.__call__.get_concrete_function(spec, training=False)
+    self.__call__.get_concrete_function(spec, training=True)
+
+  def signatures(self):
+    return {"serving_default": self.serve_ids}
+
+
+class PreprocessorModule(_Assets):
+  """``BertPreprocessor`` laid out as a TF Hub BERT preprocessor (see the module docstring)."""
+
+  def __init__(self, vocab_file, do_lower_case, max_seq_length):
+    super().__init__(name="bert_preprocessor")
+    self.preprocessor = _make_preprocessor(vocab_file, do_lower_case, max_seq_length)
+    self.max_seq_length = tf.Variable(int(max_seq_length), trainable=False,
+                                      name="max_seq_length")
+    self._add_assets(vocab_file, do_lower_case)
+
+  @tf.function(input_signature=[_TEXT])
+  def __call__(self, text):
+    return self.preprocessor(text)
+
+  @tf.function(input_signature=[_TEXT])
+  def tokenize(self, text):
+    return self.preprocessor.tokenize(text)
+
+  @tf.function
+  def bert_pack_inputs(self, segments):
+    if len(segments) not in (1, 2):
+      raise ValueError(f"bert_pack_inputs takes 1 or 2 segments, got {len(segments)}")
+    return self.preprocessor.pack(*segments)
+
+  @tf.function(input_signature=[_TEXT_A, _TEXT_B])
+  def serve_text_pair(self, text_a, text_b):
+    return self.preprocessor((text_a, text_b))
+
+  def trace(self):
+    self.bert_pack_inputs.get_concrete_function([_RAGGED_IDS])
+    self.bert_pack_inputs.get_concrete_function([_RAGGED_IDS, _RAGGED_IDS])
+
+  def signatures(self):
+    return {"serving_default": self.__call__, "serve_text_pair": self.serve_text_pair}
+
+
+def _save(module, export_dir):
+  if hasattr(module, "trace"):
+    module.trace()
+  return write_atomically(
+      export_dir, lambda tmp: tf.saved_model.save(module, tmp, signatures=module.signatures()))
+
+
+def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
+                      labels=None):
+  """Writes a fine-tuned ``BertClassifier`` as a SavedModel taking raw text or ids.
+
+  Args:
+    model: a ``bert_tf.modeling.BertClassifier`` (num_labels=1: regression).
+    export_dir: the SavedModel directory (replaced if it exists).
+    vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with.
+    labels: label names in id order (default "0", "1", ...); ignored for regression.
+  Returns:
+    export_dir.
+  """
+  return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels),
+               export_dir)
+
+
+def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True):
+  """Writes a ``BertModel`` (or a task model's ``.bert``) as a TF Hub-style encoder."""
+  encoder = getattr(encoder, "bert", encoder)
+  return _save(EncoderModule(encoder, vocab_file, do_lower_case), export_dir)
+
+
+def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128):
+  """Writes the in-graph preprocessing as a TF Hub-style preprocessor SavedModel."""
+  return _save(PreprocessorModule(vocab_file, do_lower_case, max_seq_length), export_dir)
+
+
+def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
+               labels=None):
+  """``export_dir/{classifier,encoder,preprocessor}`` from a fine-tuned classifier, written
+  (as a whole) atomically. Returns export_dir."""
+  def write(tmp):
+    tf.io.gfile.makedirs(tmp)
+    export_classifier(model, os.path.join(tmp, "classifier"), vocab_file=vocab_file,
+                      do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                      labels=labels)
+    export_encoder(model, os.path.join(tmp, "encoder"), vocab_file=vocab_file,
+                   do_lower_case=do_lower_case)
+    export_preprocessor(os.path.join(tmp, "preprocessor"), vocab_file=vocab_file,
+                        do_lower_case=do_lower_case, max_seq_length=max_seq_length)
+  return write_atomically(export_dir, write)

@@ -1,0 +1,440 @@
+"""Sequence (pair) classification and regression: the task, its metrics, ``run_classifier``.
+
+Shape legend: B = batch (per replica inside ``strategy.run``), S = max_seq_length,
+C = num_labels (1 for regression), N = examples in an eval/predict set (padding included).
+
+Loss, as the original's ``create_model`` (``run_classifier.py``):
+  classification  per_example_loss = -log softmax(logits)[label]; loss = mean over the batch
+  regression      per_example_loss = (logits[:, 0] - label)^2;    loss = mean over the batch
+The mean is over the GLOBAL batch (``training.loop``), every example counted: in training
+``is_real_example`` is always 1, as in the original, which did not use it in the loss.
+Regression (STS-B, user tasks with --is_regression) is bert_tf's addition: the original's
+run_classifier had classification only (and no STS-B processor).
+
+Eval, as the original's ``metric_fn`` plus each task's own metrics:
+  eval_accuracy   accuracy weighted by is_real_example (classification only)
+  eval_loss       per_example_loss weighted by is_real_example
+  loss            the Estimator's ``loss``: the mean over eval batches of each batch's mean
+                  per_example_loss, the padding examples included (as on the original's TPU)
+  eval_<metric>   the task table's metrics (``bert_tf.metrics``: f1, mcc, pearson, ...) on the
+                  predictions of the whole eval set gathered from every replica, padding
+                  examples left out
+  global_step     the training step of the evaluated weights
+Other eval splits (MNLI's dev_mismatched) get the task table's prefix: eval_mm_accuracy,
+eval_mm_loss, mm_loss, ...
+"""
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio, metrics, tokenization
+from bert_tf.data import classifier_features, glue
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertClassifier, checkpoints
+from bert_tf.training import DTYPE_POLICIES, loop
+from bert_tf.training.pretraining import write_eval_results
+
+# The feature eval/predict datasets carry beside the TFRecord's: each example's position in
+# its file, so that predictions gathered from every replica go back into file order.
+EXAMPLE_INDEX = "example_index"
+
+
+class ClassifierTask:
+  """Classification (softmax cross-entropy) or regression (squared error) on the pooled output.
+
+  Implements the ``training.loop`` task interface. Features: ``input_ids``, ``input_mask``,
+  ``segment_ids`` [B,S] int32, ``label_ids`` [B] (int32; float32 for regression),
+  ``is_real_example`` [B] int32 (eval only).
+  """
+
+  def __init__(self, config, num_labels, is_regression=False, classifier_dropout=0.1):
+    if is_regression and num_labels != 1:
+      raise ValueError(f"a regression head has 1 output, got num_labels={num_labels}")
+    if not is_regression and num_labels < 2:
+      raise BertTfError(f"a classifier needs at least 2 labels, got {num_labels}")
+    self.config = config
+    self.num_labels = num_labels
+    self.is_regression = is_regression
+    self.classifier_dropout = classifier_dropout
+
+  def build_model(self, dtype=None):
+    return BertClassifier(self.config, self.num_labels,
+                          classifier_dropout=self.classifier_dropout, dtype=dtype)
+
+  def per_example_loss(self, logits, label_ids):
+    """logits [B,C] float32, label_ids [B] -> [B] float32 (nll, or squared error)."""
+    logits = tf.cast(logits, tf.float32)
+    if self.is_regression:
+      return tf.square(logits[:, 0] - tf.cast(tf.reshape(label_ids, [-1]), tf.float32))
+    log_probs = tf.nn.log_softmax(logits, axis=-1)                          # [B,C]
+    labels = tf.cast(tf.reshape(label_ids, [-1]), tf.int32)                 # [B]
+    return -tf.gather(log_probs, labels, batch_dims=1)
+
+  def loss_denominators(self, features):
+    batch = tf.shape(features["label_ids"])[0]
+    return {"classifier": tf.cast(batch, tf.float32)}
+
+  def loss_numerators(self, outputs, features):
+    return {"classifier": tf.reduce_sum(self.per_example_loss(outputs, features["label_ids"]))}
+
+  def eval_metrics(self, outputs, features):
+    """{name: (sum, weight)} of one batch on one replica (see ``training.loop.evaluate``)."""
+    per_example_loss = self.per_example_loss(outputs, features["label_ids"])  # [B]
+    if "is_real_example" in features:
+      weights = tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
+    else:
+      weights = tf.ones_like(per_example_loss)
+    weight_sum = tf.reduce_sum(weights)
+    results = {"eval_loss": (tf.reduce_sum(weights * per_example_loss), weight_sum)}
+    if not self.is_regression:
+      predictions = tf.argmax(outputs, axis=-1, output_type=tf.int32)
+      labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
+      correct = tf.cast(tf.equal(predictions, labels), tf.float32)
+      results["eval_accuracy"] = (tf.reduce_sum(weights * correct), weight_sum)
+    # The Estimator's "loss": mean over batches of the batch's loss (global batch = the sum
+    # of the replicas' shares).
+    replicas = float(tf.distribute.get_replica_context().num_replicas_in_sync)
+    results["loss"] = (tf.reduce_mean(per_example_loss) / replicas,
+                       tf.constant(1.0 / replicas))
+    return results
+
+
+# === Running a model over a whole eval / predict set ===
+
+def eval_dataset_fn(input_file, max_seq_length, batch_size, is_regression=False):
+  """``input_context -> dataset`` of a padded eval/predict TFRecord, with ``example_index``.
+
+  The file must hold a multiple of ``batch_size`` (global) records (``pad_to_batch``). Each
+  replica reads whole per-replica batches; with several input pipelines (multi-host) the
+  batches are dealt out round-robin. ``example_index`` [B] int64 is each record's position
+  in the file, so gathered results can be put back in file order whatever the sharding.
+  """
+  def dataset_fn(ctx):
+    per_replica = ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size
+    dataset = classifier_features.make_dataset(
+        input_file, max_seq_length, per_replica, is_training=False, drop_remainder=True,
+        is_regression=is_regression)
+
+    def add_index(batch_number, features):
+      start = batch_number * per_replica
+      return dict(features, **{EXAMPLE_INDEX: tf.range(start, start + per_replica)})
+
+    dataset = dataset.enumerate().map(add_index)
+    if ctx is not None and ctx.num_input_pipelines > 1:
+      dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return dataset
+  return dataset_fn
+
+
+def run_inference(strategy, model, task, dataset_fn):
+  """One pass of ``model`` over a dataset: streaming metrics and every example's output.
+
+  Args:
+    strategy: the tf.distribute strategy the model was built under.
+    model: logits [B,C] from the features.
+    task: a ``ClassifierTask`` (its ``eval_metrics`` are summed over the whole set).
+    dataset_fn: e.g. ``eval_dataset_fn(...)``; its batches carry ``example_index``.
+
+  Returns:
+    (metrics, outputs): metrics {name: sum / weight} over the set; outputs numpy arrays in
+    file order: ``logits`` [N,C] float32, ``label_ids`` [N], ``is_real_example`` [N] int32.
+  """
+  dataset = strategy.distribute_datasets_from_function(dataset_fn)
+  gathered_keys = ("label_ids", "is_real_example", EXAMPLE_INDEX)
+
+  def replica_fn(features):
+    logits = model(features, training=False)                              # [B,C]
+    sums = task.eval_metrics(logits, features)
+    # Replica-context all_gather: every replica's batch, in replica order ([R*B, ...]).
+    gathered = tf.distribute.get_replica_context().all_gather(
+        dict({"logits": logits}, **{k: features[k] for k in gathered_keys}), axis=0)
+    return sums, gathered
+
+  @tf.function
+  def step_fn(batch):
+    sums, gathered = strategy.run(replica_fn, args=(batch,))
+    sums = tf.nest.map_structure(
+        lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), sums)
+    return sums, strategy.experimental_local_results(gathered)[0]
+
+  totals, pieces = None, []
+  for batch in dataset:
+    sums, gathered = step_fn(batch)
+    sums = {k: (float(s.numpy()), float(w.numpy())) for k, (s, w) in sums.items()}
+    totals = sums if totals is None else {
+        k: (totals[k][0] + s, totals[k][1] + w) for k, (s, w) in sums.items()}
+    pieces.append({k: v.numpy() for k, v in gathered.items()})
+  if totals is None:
+    raise BertTfError("evaluation dataset is empty (fewer examples than one batch?)")
+  outputs = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
+  order = np.argsort(outputs.pop(EXAMPLE_INDEX), kind="stable")
+  outputs = {k: v[order] for k, v in outputs.items()}
+  results = {k: s / w if w else float("nan") for k, (s, w) in totals.items()}
+  return results, outputs
+
+
+def probabilities(logits, is_regression=False):
+  """logits [N,C] -> softmax probabilities [N,C] float32, or the scores [N] (regression)."""
+  logits = np.asarray(logits, np.float32)
+  if is_regression:
+    return logits[:, 0]
+  return tf.nn.softmax(logits, axis=-1).numpy()
+
+
+def split_prefix(glue_task, split):
+  """Metric key prefix of an eval split: "eval_" (the first) or the task table's own."""
+  return glue_task.eval_splits.get(split, "eval_")
+
+
+def eval_results_for_split(task, glue_task, split, streaming, outputs):
+  """The eval_results.txt entries of one eval split (see the module docstring)."""
+  prefix = split_prefix(glue_task, split)
+  results = {}
+  for key, value in streaming.items():
+    if key == "loss":  # "loss", "mm_loss"
+      results[prefix[len("eval_"):] + key] = value
+    else:  # "eval_loss" -> "eval_mm_loss"
+      results[prefix + key[len("eval_"):]] = value
+  task_values = metrics.task_metrics(glue_task, outputs["label_ids"], outputs["logits"],
+                                     weights=outputs["is_real_example"], prefix=prefix)
+  for key, value in task_values.items():
+    results.setdefault(key, value)  # eval_accuracy: the original's (equal) streaming value.
+  return results
+
+
+# === run_classifier ===
+
+def _record_file(output_dir, kind, split, first):
+  """The original's train/eval/predict.tf_record; further splits add their name."""
+  return os.path.join(output_dir, f"{kind}.tf_record" if first else f"{kind}_{split}.tf_record")
+
+
+def restore_training_checkpoint(model, output_dir):
+  """Restores the model from the trainer's latest checkpoint in output_dir; returns its path.
+
+  ``loop.restore_model`` reads the checkpoint's ``model`` branch only, which lacks the
+  encoder's transformer blocks: Keras 3 keeps them in a list (``BertModel.encoder_layers``)
+  that ``tf.train.Checkpoint`` does not follow. The trainer's checkpoint reaches every
+  trainable variable through the optimizer too (its ``_trainable_variables``: the list it was
+  built with, ``model.trainable_variables`` in order; under a LossScaleOptimizer also
+  ``inner_optimizer``'s), so that branch is read as well.
+  """
+  path = loop.latest_checkpoint(output_dir)
+  variables = list(model.trainable_variables)
+  via_optimizer = tf.train.Checkpoint(
+      _trainable_variables=variables,
+      inner_optimizer=tf.train.Checkpoint(_trainable_variables=variables))
+  tf.train.Checkpoint(model=model, optimizer=via_optimizer).read(path).expect_partial()
+  return path
+
+
+def _summary_writer(output_dir):
+  # tf.summary.scalar needs the tensorboard package, which TensorFlow 2.21 no longer pulls in.
+  try:
+    import tensorboard  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    return None
+  return loop.summary_writer(output_dir)
+
+
+def _copy_atomically(source, target):
+  tmp = fileio.temp_name(target)
+  try:
+    tf.io.gfile.copy(source, tmp, overwrite=True)
+    fileio.commit(tmp, target)
+  except BaseException:
+    fileio.discard(tmp)
+    raise
+
+
+def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
+                   use_tfds=False, init_checkpoint=None, do_lower_case=True,
+                   max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
+                   train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                   learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
+                   save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=1000,
+                   gradient_accumulation_steps=1, dtype="float32", jit_compile=False,
+                   optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
+                   allow_empty_text=False, seed=None, export_google_checkpoint=True,
+                   export_dir=None, progress=None):
+  """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
+
+  Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
+  XNLI task of ``bert_tf.data.glue.TASKS`` or "user" (then ``labels``, ``is_regression``).
+  ``use_tfds``: read the task from tensorflow-datasets (prepared under ``data_dir``, or TFDS's
+  default directory) instead of the GLUE files in ``data_dir``. ``init_checkpoint``: Google,
+  bert_tf or Hugging Face weights (``checkpoints.load_weights``).
+
+  Writes to ``output_dir``: the feature TFRecords (cached), training checkpoints and
+  summaries; ``eval_results.txt`` (do_eval); ``test_results.tsv`` (first predict split;
+  ``test_results_<split>.tsv`` for others) and the GLUE submission files (do_predict);
+  after training, ``google/bert_model.ckpt`` (Google's names, ``output_weights``/
+  ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``. With
+  ``export_dir``: SavedModels (``bert_tf.export.export_all``).
+
+  Returns:
+    {"train": {...}, "eval": {...}, "predict": {split: test_results path}, "export": dir}
+    for the phases run.
+  """
+  progress = progress or (lambda line: None)
+  if not (do_train or do_eval or do_predict):
+    raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True")
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise BertTfError(
+        f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
+        f"{bert_config.max_position_embeddings} of the BERT config (the model was only "
+        "trained up to that length)")
+  replicas = strategy.num_replicas_in_sync
+  for flag, size, parts in (("train_batch_size", train_batch_size,
+                             replicas * gradient_accumulation_steps),
+                            ("eval_batch_size", eval_batch_size, replicas),
+                            ("predict_batch_size", predict_batch_size, replicas)):
+    if size < 1 or size % parts:
+      raise BertTfError(f"--{flag} {size} must be a positive multiple of {parts} "
+                        f"({replicas} replica(s)"
+                        f"{' x gradient_accumulation_steps' if flag == 'train_batch_size' else ''})")
+  fileio.require_file(vocab_file, "vocab file", "vocab_file")
+  tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if init_checkpoint is not None and not (tf.io.gfile.exists(init_checkpoint) or
+                                          tf.io.gfile.exists(init_checkpoint + ".index")):
+    raise BertTfError(f"checkpoint not found (--init_checkpoint): {init_checkpoint!r}")
+  if use_tfds and (task_name or "").strip().lower() == glue.USER_TASK:
+    raise BertTfError("--tfds reads GLUE tasks only; a user task reads --data_dir")
+  if not use_tfds and not data_dir:
+    raise BertTfError("no --data_dir given (or --tfds to read the task from "
+                      "tensorflow-datasets)")
+
+  processor = glue.get_processor(task_name, data_dir=data_dir, labels=labels,
+                                 is_regression=is_regression, language=language,
+                                 allow_empty_text=allow_empty_text)
+  label_list = processor.get_labels()
+  glue_task = processor.task  # The user task's table entry exists once labels are known.
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  if len(tokenizer.vocab) > bert_config.vocab_size:
+    raise BertTfError(f"--vocab_file {vocab_file!r} has {len(tokenizer.vocab)} entries but the "
+                      f"BERT config's vocab_size is {bert_config.vocab_size}")
+
+  def read(split):
+    if use_tfds:
+      return processor.get_tfds_examples(split, data_dir)
+    return processor.get_examples(data_dir, split)
+
+  def features(examples, kind, split, first, batch_size=None):
+    if batch_size:
+      examples = classifier_features.pad_to_batch(examples, batch_size)
+    path = _record_file(output_dir, kind, split, first)
+    classifier_features.cached_convert_examples_to_features(
+        examples, label_list, max_seq_length, tokenizer, path,
+        is_regression=glue_task.is_regression)
+    return path
+
+  for phase, wanted, splits in (("--do_train", do_train, [glue_task.train_split]),
+                                ("--do_eval", do_eval, list(glue_task.eval_splits)),
+                                ("--do_predict", do_predict, list(glue_task.predict_splits))):
+    if wanted and not [s for s in splits if s]:
+      raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
+
+  tf.io.gfile.makedirs(output_dir)
+  if seed is not None:
+    keras.utils.set_random_seed(seed)
+  task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression)
+  with strategy.scope():
+    model = task.build_model(dtype=DTYPE_POLICIES[dtype])
+  results = {}
+
+  if do_train:
+    train_examples = read(glue_task.train_split)
+    num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
+    num_warmup_steps = int(num_train_steps * warmup_proportion)
+    if num_train_steps < 1:
+      raise BertTfError(
+          f"{len(train_examples)} training examples / --train_batch_size {train_batch_size} "
+          f"x --num_train_epochs {num_train_epochs} gives no training step")
+    train_file = features(train_examples, "train", glue_task.train_split, True)
+    progress(f"***** Running training *****  examples {len(train_examples)}, batch size "
+             f"{train_batch_size}, steps {num_train_steps} (warmup {num_warmup_steps})")
+    from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+    with strategy.scope():
+      optimizer = optimization.create_optimizer(
+          learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
+      if dtype == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+        model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+        gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        global_batch_size=train_batch_size, seq_length=max_seq_length))
+
+    def train_dataset_fn(ctx):
+      return classifier_features.make_dataset(
+          train_file, max_seq_length, train_batch_size, is_training=True, drop_remainder=True,
+          is_regression=glue_task.is_regression, input_context=ctx, seed=seed)
+
+    init_fn = None
+    if init_checkpoint:
+      init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
+    results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                     summary_writer=_summary_writer(output_dir),
+                                     progress=progress)
+    global_step = results["train"]["global_step"]
+    if export_google_checkpoint:
+      google_dir = os.path.join(output_dir, "google")
+      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
+                                         global_step=global_step)
+      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
+      _copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+  elif loop.latest_checkpoint(output_dir):
+    latest = restore_training_checkpoint(model, output_dir)
+    global_step = int(latest.rsplit("-", 1)[1])
+  else:
+    global_step = 0
+    if init_checkpoint:
+      progress(str(checkpoints.load_weights(model, init_checkpoint)))
+    else:
+      progress("warning: no --init_checkpoint and no training checkpoint in --output_dir: "
+               "the model's weights are random")
+
+  if do_eval:
+    eval_results = {}
+    for i, split in enumerate(glue_task.eval_splits):
+      examples = read(split)
+      eval_file = features(examples, "eval", split, i == 0, eval_batch_size)
+      progress(f"***** Running evaluation: {split} *****  examples {len(examples)}, "
+               f"batch size {eval_batch_size}")
+      streaming, outputs = run_inference(
+          strategy, model, task, eval_dataset_fn(eval_file, max_seq_length, eval_batch_size,
+                                                 glue_task.is_regression))
+      eval_results.update(eval_results_for_split(task, glue_task, split, streaming, outputs))
+    eval_results["global_step"] = global_step
+    write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+    results["eval"] = eval_results
+
+  if do_predict:
+    results["predict"] = {}
+    for i, split in enumerate(glue_task.predict_splits):
+      examples = read(split)
+      predict_file = features(examples, "predict", split, i == 0, predict_batch_size)
+      progress(f"***** Running prediction: {split} *****  examples {len(examples)}, "
+               f"batch size {predict_batch_size}")
+      _, outputs = run_inference(
+          strategy, model, task, eval_dataset_fn(predict_file, max_seq_length,
+                                                 predict_batch_size, glue_task.is_regression))
+      values = probabilities(outputs["logits"], glue_task.is_regression)
+      path = os.path.join(output_dir,
+                          "test_results.tsv" if i == 0 else f"test_results_{split}.tsv")
+      glue.write_test_results(path, values, num_actual_examples=len(examples))
+      results["predict"][split] = path
+      if glue_task.predict_splits[split]:
+        glue.write_glue_submission(output_dir, glue_task, split, values,
+                                   num_actual_examples=len(examples))
+
+  if export_dir:
+    from bert_tf import export  # pylint: disable=import-outside-toplevel
+    results["export"] = export.export_all(
+        model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
+        max_seq_length=max_seq_length, labels=label_list)
+    progress(f"exported SavedModels to {export_dir}")
+  return results

@@ -1,0 +1,252 @@
+"""ClassifierTask losses and eval metrics, by hand; one-pass inference over padded eval sets on
+1 and 2 replicas; eval_results wiring per task; a regression (STS-B) run end to end."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import classifier_features, glue
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig
+from bert_tf.training import classifier, loop
+from tests.conftest import FIXTURES
+from tests.reference import google_models
+
+CONFIG = BertConfig.from_dict(google_models.tiny_config_dict())
+
+
+def _log_softmax(x):
+  x = np.asarray(x, np.float64)
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _call_eval_metrics(task, logits, labels, is_real):
+  features = {"label_ids": tf.constant(labels), "is_real_example": tf.constant(is_real)}
+  sums = task.eval_metrics(tf.constant(logits, tf.float32), features)
+  return {k: float(s) / float(w) for k, (s, w) in sums.items()}
+
+
+def test_classification_loss_and_eval_metrics_by_hand():
+  task = classifier.ClassifierTask(CONFIG, num_labels=3)
+  logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 1.0, 5.0], [0.5, 0.2, 0.1]])
+  labels = np.array([0, 2, 2, 1], np.int32)
+  is_real = np.array([1, 1, 1, 0], np.int32)
+  nll = -_log_softmax(logits)[np.arange(4), labels]
+  # Training loss: mean over the whole batch, is_real_example not used (as the original).
+  features = {"label_ids": tf.constant(labels), "is_real_example": tf.constant(is_real)}
+  denominators = task.loss_denominators(features)
+  loss = loop.total_loss(task, tf.constant(logits, tf.float32), features, denominators)
+  np.testing.assert_allclose(float(loss), nll.mean(), rtol=1e-6)
+  got = _call_eval_metrics(task, logits, labels, is_real)
+  assert set(got) == {"eval_accuracy", "eval_loss", "loss"}
+  assert got["eval_accuracy"] == pytest.approx(2 / 3)          # rows 0 and 2 right; 3 is padding
+  np.testing.assert_allclose(got["eval_loss"], nll[:3].mean(), rtol=1e-6)
+  np.testing.assert_allclose(got["loss"], nll.mean(), rtol=1e-6)  # the Estimator's batch loss
+
+
+def test_regression_loss_is_mean_squared_error():
+  task = classifier.ClassifierTask(CONFIG, num_labels=1, is_regression=True)
+  logits = np.array([[1.5], [2.0], [0.0]], np.float32)
+  labels = np.array([1.0, 3.0, 0.5], np.float32)
+  features = {"label_ids": tf.constant(labels), "is_real_example": tf.constant([1, 1, 0])}
+  loss = loop.total_loss(task, tf.constant(logits), features, task.loss_denominators(features))
+  np.testing.assert_allclose(float(loss), (0.25 + 1.0 + 0.25) / 3, rtol=1e-6)
+  got = _call_eval_metrics(task, logits, labels, np.array([1, 1, 0], np.int32))
+  assert set(got) == {"eval_loss", "loss"}  # No accuracy for scores.
+  np.testing.assert_allclose(got["eval_loss"], (0.25 + 1.0) / 2, rtol=1e-6)
+  np.testing.assert_allclose(got["loss"], 0.5, rtol=1e-6)
+
+
+def test_task_rejects_impossible_heads():
+  with pytest.raises(BertTfError, match="at least 2 labels"):
+    classifier.ClassifierTask(CONFIG, num_labels=1)
+
+
+# === run_inference over a padded file ===
+
+def _write_eval_file(path, n_real, batch_size, num_labels=3, seq_length=10, seed=0):
+  rng = np.random.RandomState(seed)
+  examples = []
+  for _ in range(n_real):
+    length = rng.randint(3, seq_length + 1)
+    ids = [int(i) for i in rng.randint(5, CONFIG.vocab_size, length)] + [0] * (seq_length - length)
+    mask = [1] * length + [0] * (seq_length - length)
+    segments = [0] * (length // 2) + [1] * (length - length // 2) + [0] * (seq_length - length)
+    examples.append(classifier_features.InputFeatures(ids, mask, segments,
+                                                      int(rng.randint(num_labels))))
+  padding = classifier_features.convert_single_example(
+      classifier_features.PaddingInputExample(), [], seq_length, tokenizer=None)
+  examples += [padding] * (-n_real % batch_size)
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for feature in examples:
+      writer.write(classifier_features.to_tf_example(feature).SerializeToString())
+  return {"input_ids": np.array([f.input_ids for f in examples], np.int32),
+          "input_mask": np.array([f.input_mask for f in examples], np.int32),
+          "segment_ids": np.array([f.segment_ids for f in examples], np.int32),
+          "label_ids": np.array([f.label_id for f in examples], np.int32),
+          "is_real_example": np.array([f.is_real_example for f in examples], np.int32)}
+
+
+def _check_inference(strategy, model, task, path, records, batch_size):
+  results, outputs = classifier.run_inference(
+      strategy, model, task, classifier.eval_dataset_fn(str(path), 10, batch_size))
+  expected_logits = model(records, training=False).numpy()       # file order, one batch
+  np.testing.assert_allclose(outputs["logits"], expected_logits, atol=1e-5)
+  np.testing.assert_array_equal(outputs["label_ids"], records["label_ids"])
+  np.testing.assert_array_equal(outputs["is_real_example"], records["is_real_example"])
+  real = records["is_real_example"] == 1
+  nll = -_log_softmax(expected_logits)[np.arange(len(real)), records["label_ids"]]
+  accuracy = (expected_logits.argmax(-1) == records["label_ids"])[real].mean()
+  assert results["eval_accuracy"] == pytest.approx(accuracy)
+  np.testing.assert_allclose(results["eval_loss"], nll[real].mean(), rtol=1e-5)
+  batch_means = nll.reshape(-1, batch_size).mean(-1)
+  np.testing.assert_allclose(results["loss"], batch_means.mean(), rtol=1e-5)
+
+
+def test_run_inference_one_device_and_two_replicas(tmp_path):
+  path = tmp_path / "eval.tf_record"
+  records = _write_eval_file(path, n_real=10, batch_size=4)        # 12 records, 2 padding
+  task = classifier.ClassifierTask(CONFIG, num_labels=3)
+  model = task.build_model()
+  _check_inference(tf.distribute.get_strategy(), model, task, path, records, batch_size=4)
+  cpus = tf.config.list_logical_devices("CPU")
+  if len(cpus) < 2:
+    pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
+  mirrored = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+  with mirrored.scope():
+    model_2 = task.build_model()
+  model_2.set_weights(model.get_weights())
+  # Each replica runs 2 of the 4 examples of a step; results come back in file order.
+  _check_inference(mirrored, model_2, task, path, records, batch_size=4)
+
+
+def test_eval_dataset_deals_whole_batches_to_input_pipelines(tmp_path):
+  path = tmp_path / "eval.tf_record"
+  records = _write_eval_file(path, n_real=13, batch_size=8)        # 16 records
+  fn = classifier.eval_dataset_fn(str(path), 10, batch_size=8)
+  seen = []
+  for pipeline in range(2):
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                     num_replicas_in_sync=4)
+    for batch in fn(ctx):
+      index = batch[classifier.EXAMPLE_INDEX].numpy()
+      assert len(index) == 2                                      # per-replica batch
+      np.testing.assert_array_equal(batch["input_ids"].numpy(), records["input_ids"][index])
+      seen.extend(index.tolist())
+  assert sorted(seen) == list(range(16))
+
+
+# === eval_results.txt entries per task ===
+
+def _outputs(labels, predictions, is_real, num_labels=2):
+  logits = np.eye(num_labels, dtype=np.float32)[predictions]
+  return {"logits": logits, "label_ids": np.array(labels), "is_real_example": np.array(is_real)}
+
+
+def test_task_metrics_leave_padding_out():
+  streaming = {"eval_accuracy": 0.5, "eval_loss": 0.7, "loss": 0.8}
+  # MRPC: real rows TP=1 FP=1 FN=1 -> F1 = 2/(2+1+1); the padding row (label 0, predicted
+  # 1) would make it 2/5 if it were counted.
+  outputs = _outputs([1, 1, 0, 0, 0], [1, 0, 0, 1, 1], [1, 1, 1, 1, 0])
+  task = classifier.ClassifierTask(CONFIG, 2)
+  got = classifier.eval_results_for_split(task, glue.get_task("MRPC"), "dev", streaming,
+                                          outputs)
+  assert got == {"eval_accuracy": 0.5, "eval_loss": 0.7, "loss": 0.8, "eval_f1": 0.5}
+  # CoLA: Matthews on the real rows: TP=1 TN=1 FP=1 FN=1 -> 0.
+  got = classifier.eval_results_for_split(task, glue.get_task("CoLA"), "dev", streaming,
+                                          outputs)
+  assert got["eval_mcc"] == 0.0 and set(got) == {"eval_accuracy", "eval_loss", "loss",
+                                                 "eval_mcc"}
+
+
+def test_mnli_mismatched_keys():
+  task = classifier.ClassifierTask(CONFIG, 3)
+  streaming = {"eval_accuracy": 1.0, "eval_loss": 0.1, "loss": 0.2}
+  got = classifier.eval_results_for_split(task, glue.get_task("MNLI"), "dev_mismatched",
+                                          streaming, _outputs([2, 0], [2, 0], [1, 1], 3))
+  assert got == {"eval_mm_accuracy": 1.0, "eval_mm_loss": 0.1, "mm_loss": 0.2}
+
+
+def test_sts_b_correlations_on_real_rows():
+  task = classifier.ClassifierTask(CONFIG, 1, is_regression=True)
+  labels = np.array([0.0, 1.0, 2.0, 3.0, 0.0], np.float32)
+  scores = np.array([0.0, 1.0, 4.0, 9.0, 100.0], np.float32)    # last row: padding
+  outputs = {"logits": scores[:, None], "label_ids": labels,
+             "is_real_example": np.array([1, 1, 1, 1, 0])}
+  got = classifier.eval_results_for_split(task, glue.get_task("STS-B"), "dev",
+                                          {"eval_loss": 1.0, "loss": 1.0}, outputs)
+  assert set(got) == {"eval_loss", "loss", "eval_pearson", "eval_spearman"}
+  assert got["eval_spearman"] == pytest.approx(1.0)              # monotonic on real rows
+  # Pearson's r of (0,1,2,3) and (0,1,4,9) by hand: 15 / sqrt(5 * 49).
+  x, y = labels[:4] - labels[:4].mean(), scores[:4] - scores[:4].mean()
+  r = float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+  assert got["eval_pearson"] == pytest.approx(r) and r == pytest.approx(0.9583148)
+
+
+# === A regression task end to end (in process) ===
+
+def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
+  config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
+  out = tmp_path / "out"
+  results = classifier.run_classifier(
+      config, "STS-B", str(uncased_vocab), str(out), tf.distribute.get_strategy(),
+      data_dir=str(FIXTURES / "glue" / "STS-B"), max_seq_length=16, do_train=True,
+      do_eval=True, do_predict=True, train_batch_size=2, eval_batch_size=2,
+      predict_batch_size=4, num_train_epochs=1.0, seed=3, steps_per_loop=2)
+  assert results["train"]["global_step"] == int(
+      len(glue.get_processor("STS-B").get_examples(str(FIXTURES / "glue" / "STS-B"), "train"))
+      / 2 * 1.0)
+  lines = (out / "eval_results.txt").read_text().splitlines()
+  assert [line.split(" = ")[0] for line in lines] == [
+      "eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]
+  # test_results.tsv: one score per test row; STS-B.tsv: the same scores, 3 decimals.
+  test_rows = len((FIXTURES / "glue" / "STS-B" / "test.tsv").read_text().splitlines()) - 1
+  scores = [float(line) for line in (out / "test_results.tsv").read_text().splitlines()]
+  submission = (out / "STS-B.tsv").read_text().splitlines()
+  assert len(scores) == test_rows and submission[0] == "index\tprediction"
+  assert submission[1:] == [f"{i}\t{s:.3f}" for i, s in enumerate(scores)]
+  # The Google-format export holds the regression head under the original's names.
+  names = dict(tf.train.list_variables(str(out / "google" / "bert_model.ckpt")))
+  assert names["output_weights"] == [1, 32] and names["output_bias"] == [1]
+  assert os.path.exists(out / "google" / "bert_config.json")
+  assert (out / "google" / "vocab.txt").read_bytes() == uncased_vocab.read_bytes()
+  # Eval again from the training checkpoint (no training): same numbers.
+  again = classifier.run_classifier(
+      config, "STS-B", str(uncased_vocab), str(out), tf.distribute.get_strategy(),
+      data_dir=str(FIXTURES / "glue" / "STS-B"), max_seq_length=16, do_eval=True,
+      eval_batch_size=2)
+  for key, value in results["eval"].items():
+    assert again["eval"][key] == pytest.approx(value, rel=1e-5), key
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({}, "at least one of --do_train, --do_eval or --do_predict must be True"),
+    ({"do_eval": True, "max_seq_length": 65}, "--max_seq_length 65 exceeds "
+                                              "max_position_embeddings 64"),
+    ({"do_train": True, "num_train_epochs": 0.1}, "gives no training step"),
+    ({"do_eval": True, "task_name": "nope"}, "unknown task_name 'nope'"),
+    ({"do_eval": True, "data_dir": None}, "no --data_dir given"),
+    ({"do_predict": True, "task_name": "AX", "do_train": True}, "--do_train: task ax has no "
+                                                                 "data for it"),
+])
+def test_bad_arguments_are_one_line_errors(tmp_path, uncased_vocab, kwargs, needle):
+  config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
+  args = dict(task_name="MRPC", data_dir=str(FIXTURES / "glue" / "MRPC"), max_seq_length=16,
+              train_batch_size=4)
+  args.update(kwargs)
+  task_name = args.pop("task_name")
+  with pytest.raises(BertTfError) as error:
+    classifier.run_classifier(config, task_name, str(uncased_vocab), str(tmp_path / "o"),
+                              tf.distribute.get_strategy(), **args)
+  assert needle in str(error.value) and "\n" not in str(error.value)
+
+
+def test_vocab_larger_than_the_model_is_an_error(tmp_path, uncased_vocab):
+  with pytest.raises(BertTfError, match="has 30522 entries but the BERT config's vocab_size "
+                                        "is 99"):
+    classifier.run_classifier(CONFIG, "MRPC", str(uncased_vocab), str(tmp_path),
+                              tf.distribute.get_strategy(), do_eval=True,
+                              data_dir=str(FIXTURES / "glue" / "MRPC"), max_seq_length=16)
