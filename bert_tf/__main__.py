@@ -1,0 +1,259 @@
+"""``python -m bert_tf`` (or ``bert_tf``): use a trained BERT from the command line.
+
+  bert_tf fill-mask --model=DIR "Paris is the most [MASK] city."
+  bert_tf next-sentence --model=DIR "I went to the store." "I bought milk."
+  bert_tf embed --model=DIR --input_file=lines.txt --pooling=last4_mean \
+      --output_file=emb.npy --plot=pca.png
+  bert_tf embed --model=DIR --input_file=senses.txt --word=bank --plot=bank.png
+  bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
+
+``--model`` is a folder in Google, bert_tf or Hugging Face layout (see ``bert_tf.load``).
+``--input_file`` has one text per line; ``a ||| b`` makes a pair; for ``embed``, a line
+``group<TAB>text`` puts the text in a colour group of the PCA plot. Mistakes print one line,
+``bert_tf <command>: error: ...``, and exit 1.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+# As in bert_tf.cli: TensorFlow's C++ start-up chatter is noise for a script's user.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bert_tf.errors import BertTfError  # noqa: E402  pylint: disable=wrong-import-position
+
+PROG = "bert_tf"
+
+
+def _bool(value):
+  lowered = str(value).lower()
+  if lowered in ("true", "1", "yes"):
+    return True
+  if lowered in ("false", "0", "no"):
+    return False
+  raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _int_list(value):
+  try:
+    return [int(x) for x in value.split(",") if x.strip()]
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") \
+        from None
+
+
+def _parser():
+  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+  common = argparse.ArgumentParser(add_help=False)
+  common.add_argument("--model", required=True,
+                      help="Model folder (Google, bert_tf or Hugging Face layout) or checkpoint.")
+  common.add_argument("--bert_config_file", default=None,
+                      help="bert_config.json / config.json, if not in the model folder.")
+  common.add_argument("--vocab_file", default=None, help="vocab.txt, if not in the folder.")
+  common.add_argument("--do_lower_case", type=_bool, default=None,
+                      help="true/false; default: learned from the model folder.")
+  common.add_argument("--max_seq_length", type=int, default=None,
+                      help="Longest input in word pieces (default: the model's limit).")
+  common.add_argument("--batch_size", type=int, default=32)
+
+  texts = argparse.ArgumentParser(add_help=False)
+  texts.add_argument("--input_file", default=None,
+                     help="One text per line ('a ||| b' for a pair) instead of TEXT arguments.")
+
+  fill = commands.add_parser("fill-mask", parents=[common, texts],
+                             help="Most likely words at each [MASK].")
+  fill.add_argument("text", nargs="*", metavar="TEXT")
+  fill.add_argument("--top_k", type=int, default=5)
+  fill.add_argument("--json", action="store_true", help="Print JSON lines.")
+
+  nsp = commands.add_parser("next-sentence", parents=[common, texts],
+                            help="Probability that sentence B follows sentence A.")
+  nsp.add_argument("text", nargs="*", metavar="TEXT", help="TEXT_A TEXT_B")
+  nsp.add_argument("--json", action="store_true", help="Print JSON lines.")
+
+  embed = commands.add_parser("embed", parents=[common, texts],
+                              help="One vector per text (or per word) to .npy / JSON lines.")
+  embed.add_argument("text", nargs="*", metavar="TEXT")
+  embed.add_argument("--pooling", default="cls",
+                     help="cls, mean, max, pooler, or lastK_mean / lastK_concat / lastK_sum.")
+  embed.add_argument("--layers", type=_int_list, default=None,
+                     help="Hidden-state indexes (0 = embeddings, -1 = last), e.g. -4,-3,-2,-1.")
+  embed.add_argument("--combine", default=None, help="mean, sum or concat (several layers).")
+  embed.add_argument("--word", default=None,
+                     help="Embed this word of every text (its pieces averaged) instead.")
+  embed.add_argument("--output_file", default=None, help="*.npy, or *.jsonl / *.json lines.")
+  embed.add_argument("--plot", default=None, help="Write a 2-D PCA scatter plot (PNG).")
+  embed.add_argument("--dpi", type=int, default=100)
+
+  att = commands.add_parser("attention", parents=[common],
+                            help="HTML head view and PNG heatmaps of one text's attention.")
+  att.add_argument("text", nargs="+", metavar="TEXT", help="TEXT_A [TEXT_B]")
+  att.add_argument("--output_html", default=None, help="Self-contained HTML head view.")
+  att.add_argument("--output_png", default=None, help="PNG grid of heatmaps (layers x heads).")
+  att.add_argument("--layers", type=_int_list, default=None, help="Layers for the PNG.")
+  att.add_argument("--heads", type=_int_list, default=None, help="Heads for the PNG.")
+  att.add_argument("--cell_inches", type=float, default=2.0)
+  att.add_argument("--dpi", type=int, default=100)
+  return parser
+
+
+def _read_items(args, pairs_from_arguments=False):
+  """``[(text_a, text_b or None)]`` and groups (or None) from TEXT arguments or --input_file."""
+  if args.input_file and args.text:
+    raise BertTfError("give TEXT arguments or --input_file, not both")
+  if args.input_file:
+    from bert_tf.extract import read_examples  # pylint: disable=import-outside-toplevel
+    examples = read_examples(args.input_file)
+    items = [(e.text_a, e.text_b) for e in examples]
+    if not items:
+      raise BertTfError(f"--input_file {args.input_file} is empty")
+    return items
+  if not args.text:
+    raise BertTfError("no text given (TEXT arguments or --input_file)")
+  if pairs_from_arguments:
+    if len(args.text) != 2:
+      raise BertTfError(f"expected TEXT_A TEXT_B, got {len(args.text)} texts")
+    return [tuple(args.text)]
+  return [(t, None) for t in args.text]
+
+
+def _split_groups(items):
+  """Lines ``group<TAB>text`` -> (items without the groups, groups); else (items, None)."""
+  if not all("\t" in a for a, _ in items):
+    return items, None
+  groups = [a.split("\t", 1)[0] for a, _ in items]
+  return [(a.split("\t", 1)[1], b) for a, b in items], groups
+
+
+def _as_input(items):
+  return [a if b is None else (a, b) for a, b in items]
+
+
+def _load(args):
+  from bert_tf.inference import load  # pylint: disable=import-outside-toplevel
+  return load(args.model, config_file=args.bert_config_file, vocab_file=args.vocab_file,
+              do_lower_case=args.do_lower_case, max_seq_length=args.max_seq_length,
+              batch_size=args.batch_size)
+
+
+def _fill_mask(args, out):
+  items = _read_items(args)
+  bert = _load(args)
+  results = bert.fill_mask(_as_input(items), top_k=args.top_k)
+  for (a, b), result in zip(items, results):
+    per_mask = [result] if result and isinstance(result[0], dict) else result
+    if args.json:
+      out.write(json.dumps({"text": a, **({"text_b": b} if b else {}),
+                            "masks": per_mask}, ensure_ascii=False) + "\n")
+      continue
+    out.write(f"{a}" + (f" ||| {b}" if b else "") + "\n")
+    for m, candidates in enumerate(per_mask):
+      if len(per_mask) > 1:
+        out.write(f"  [MASK] #{m + 1}\n")
+      for c in candidates:
+        out.write(f"  {c['probability']:.4f}  {c['token']:<15} {c['sequence']}\n")
+
+
+def _next_sentence(args, out):
+  items = _read_items(args, pairs_from_arguments=True)
+  if any(b is None for _, b in items):
+    raise BertTfError("next-sentence needs pairs: 'a ||| b' lines in --input_file")
+  bert = _load(args)
+  probabilities = bert.next_sentence([a for a, _ in items], [b for _, b in items])
+  for (a, b), p in zip(items, probabilities):
+    if args.json:
+      out.write(json.dumps({"text_a": a, "text_b": b, "is_next_probability": float(p)},
+                           ensure_ascii=False) + "\n")
+    else:
+      out.write(f"{p:.4f}  {a} ||| {b}\n")
+
+
+def _embed(args, out):
+  from bert_tf import fileio, visualize  # pylint: disable=import-outside-toplevel
+  items, groups = _split_groups(_read_items(args))
+  if not (args.output_file or args.plot):
+    raise BertTfError("embed: give --output_file (.npy or .jsonl) and/or --plot (.png)")
+  if args.output_file and not args.output_file.endswith((".npy", ".jsonl", ".json")):
+    raise BertTfError(f"--output_file {args.output_file}: expected a .npy, .jsonl or .json name")
+  if args.word is not None and any(b is not None for _, b in items):
+    raise BertTfError("--word works on single texts, not 'a ||| b' pairs")
+  bert = _load(args)
+  if args.word is not None:
+    vectors = bert.embed_words([a for a, _ in items], args.word, layers=args.layers,
+                               combine=args.combine)
+  else:
+    vectors = bert.embed(_as_input(items), pooling=args.pooling, layers=args.layers,
+                         combine=args.combine)
+  if args.output_file and args.output_file.endswith(".npy"):
+    with fileio.atomic_write(args.output_file, "wb") as f:
+      np.save(f, vectors)
+  elif args.output_file:
+    with fileio.atomic_write(args.output_file, "w") as f:
+      for i, ((a, b), vector) in enumerate(zip(items, vectors)):
+        row = {"index": i, "text": a}
+        if b is not None:
+          row["text_b"] = b
+        if groups:
+          row["group"] = groups[i]
+        if args.word is not None:
+          row["word"] = args.word
+        row["embedding"] = [round(float(x), 6) for x in vector]
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+  if args.output_file:
+    out.write(f"wrote {len(vectors)} embeddings of size {vectors.shape[1]} to "
+              f"{args.output_file}\n")
+  if args.plot:
+    what = f"'{args.word}'" if args.word is not None else f"{args.pooling} embeddings"
+    visualize.pca_scatter_png(vectors, [a for a, _ in items], args.plot,
+                              title=f"PCA of {what}", dpi=args.dpi, groups=groups)
+    out.write(f"wrote {args.plot}\n")
+
+
+def _attention(args, out):
+  from bert_tf import visualize  # pylint: disable=import-outside-toplevel
+  if len(args.text) > 2:
+    raise BertTfError(f"attention takes one text or a pair, got {len(args.text)} texts")
+  if not (args.output_html or args.output_png):
+    raise BertTfError("attention: give --output_html and/or --output_png")
+  bert = _load(args)
+  text = tuple(args.text) if len(args.text) == 2 else args.text[0]
+  result = bert(text, output_attentions=True)
+  tokens = result.tokens[0]
+  attentions = np.stack(result.attentions)[:, 0, :, :len(tokens), :len(tokens)]  # [L,N,S,S]
+  if args.output_html:
+    visualize.head_view_html(tokens, attentions, args.output_html,
+                             title=f"Attention: {' ||| '.join(args.text)}")
+    out.write(f"wrote {args.output_html}\n")
+  if args.output_png:
+    visualize.attention_heatmaps_png(tokens, attentions, args.output_png, layers=args.layers,
+                                     heads=args.heads, cell_inches=args.cell_inches,
+                                     dpi=args.dpi)
+    out.write(f"wrote {args.output_png}\n")
+
+
+_COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
+             "attention": _attention}
+
+
+def main(argv=None, out=None):
+  """Runs one subcommand; returns the exit status (0, or 1 after a one-line error)."""
+  args = _parser().parse_args(argv)
+  try:
+    _COMMANDS[args.command](args, out or sys.stdout)
+  except BertTfError as e:
+    print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+def console_main():
+  sys.exit(main())
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,0 +1,135 @@
+"""``python -m bert_tf`` subcommands, run in-process (one run as a real subprocess), checked
+against Google's outputs (tiny model with heads) and against the tested Python API."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert_tf.__main__ import main
+from tests.inference.conftest import FILL_MASK, NEXT_SENTENCE
+from tests.inference.test_heads import TOL, _check_candidates
+from tests.inference.test_visualize import _embedded_data, png_size
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(capsys, *argv):
+  status = main(list(argv))
+  captured = capsys.readouterr()
+  return status, captured.out, captured.err
+
+
+def test_fill_mask(tiny_google, capsys):
+  folder, reference = tiny_google
+  status, out, _ = _run(capsys, "fill-mask", f"--model={folder}", "--top_k=3", "--json",
+                        FILL_MASK[0][0], FILL_MASK[1][0])
+  assert status == 0
+  rows = [json.loads(line) for line in out.splitlines()]
+  assert [r["text"] for r in rows] == [FILL_MASK[0][0], FILL_MASK[1][0]]
+  for row, probs in zip(rows, reference["mask_probs"]):
+    assert len(row["masks"]) == len(probs)
+    for candidates, row_probs in zip(row["masks"], probs):
+      _check_candidates(candidates, row_probs, 3)
+  status, out, _ = _run(capsys, "fill-mask", f"--model={folder}", "--top_k=2", FILL_MASK[0][0])
+  lines = out.splitlines()
+  assert status == 0 and lines[0] == FILL_MASK[0][0] and len(lines) == 3
+  best = max(range(len(reference["mask_probs"][0][0])),
+             key=lambda i: reference["mask_probs"][0][0][i])
+  assert lines[1].split()[0] == f"{reference['mask_probs'][0][0][best]:.4f}"
+
+
+def test_next_sentence(tiny_google, capsys, tmp_path):
+  folder, reference = tiny_google
+  lines = [f"{a} ||| {b}" for (a, b), _, _ in NEXT_SENTENCE]
+  (tmp_path / "pairs.txt").write_text("\n".join(lines) + "\n")
+  status, out, _ = _run(capsys, "next-sentence", f"--model={folder}", "--json",
+                        f"--input_file={tmp_path / 'pairs.txt'}")
+  assert status == 0
+  rows = [json.loads(line) for line in out.splitlines()]
+  assert [(r["text_a"], r["text_b"]) for r in rows] == [p for p, _, _ in NEXT_SENTENCE]
+  np.testing.assert_allclose([r["is_next_probability"] for r in rows], reference["is_next"],
+                             atol=TOL)
+  status, out, _ = _run(capsys, "next-sentence", f"--model={folder}", *NEXT_SENTENCE[1][0])
+  assert status == 0 and out.startswith(f"{reference['is_next'][1]:.4f}  ")
+
+
+def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
+  folder, _ = tiny_google
+  html, png = tmp_path / "a.html", tmp_path / "a.png"
+  status, out, _ = _run(capsys, "attention", f"--model={folder}", "The cat sat on the mat.",
+                        "He walked.", f"--output_html={html}", f"--output_png={png}",
+                        "--cell_inches=1", "--dpi=30")
+  assert status == 0 and str(html) in out and str(png) in out
+  expected = tiny_bert(("The cat sat on the mat.", "He walked."), output_attentions=True)
+  tokens = expected.tokens[0]
+  page = html.read_text()
+  data = _embedded_data(page)
+  assert data["tokens"] == tokens
+  assert (data["layers"], data["heads"]) == (2, 4)
+  np.testing.assert_allclose(data["attention"], np.stack(expected.attentions)[:, 0], atol=6e-6)
+  for token in tokens:
+    assert f"<code>{token}</code>" in page
+  assert png_size(png) == (4 * 30, 2 * 30)  # 4 heads x 2 layers of 1-inch cells at 30 dpi.
+
+
+def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp_path):
+  lines = ["river\tHe sat on the bank of the river.",
+           "river\tThe river bank was muddy.",
+           "money\tShe deposited cash at the bank.",
+           "money\tThe bank raised its interest rates."]
+  (tmp_path / "senses.txt").write_text("\n".join(lines) + "\n")
+  texts = [line.split("\t")[1] for line in lines]
+  npy, plot = tmp_path / "bank.npy", tmp_path / "bank.png"
+  status, out, _ = _run(capsys, "embed", f"--model={minilm_path}", "--word=bank",
+                        "--layers=-4,-3,-2,-1", "--combine=sum",
+                        f"--input_file={tmp_path / 'senses.txt'}", f"--output_file={npy}",
+                        f"--plot={plot}", "--dpi=50")
+  assert status == 0, out
+  expected = minilm_bert.embed_words(texts, "bank", layers=[-4, -3, -2, -1], combine="sum")
+  np.testing.assert_allclose(np.load(npy), expected, atol=TOL)
+  assert png_size(plot) == (400, 300)  # 8 x 6 inches at 50 dpi.
+
+
+def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
+  folder, _ = tiny_google
+  texts = ["the cat sat on the mat.", "he bought milk."]
+  jsonl = tmp_path / "e.jsonl"
+  status, out, _ = _run(capsys, "embed", f"--model={folder}", "--pooling=last2_concat",
+                        f"--output_file={jsonl}", *texts)
+  assert status == 0 and out == f"wrote 2 embeddings of size 64 to {jsonl}\n"
+  rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+  assert [(r["index"], r["text"]) for r in rows] == list(enumerate(texts))
+  np.testing.assert_allclose([r["embedding"] for r in rows],
+                             tiny_bert.embed(texts, pooling="last2_concat"), atol=1e-6)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["fill-mask", "Paris is the [MASK] of France."],
+     "bert_tf fill-mask: error: fill_mask: {model} has no masked-LM head"),
+    (["embed", "some text"], "bert_tf embed: error: embed: give --output_file"),
+    (["embed", "--output_file=x.txt", "a"], "expected a .npy, .jsonl or .json name"),
+    (["next-sentence", "only one"], "bert_tf next-sentence: error: expected TEXT_A TEXT_B"),
+    (["attention", "a b"], "bert_tf attention: error: attention: give --output_html"),
+    (["fill-mask", "--input_file=/nonexistent.txt"],
+     "input file not found (--input_file): '/nonexistent.txt'"),
+])
+def test_errors_are_one_line(minilm_path, capsys, argv, needle):
+  status, _, err = _run(capsys, argv[0], f"--model={minilm_path}", *argv[1:])
+  assert status == 1
+  assert needle.format(model=minilm_path) in err and err.count("\n") == 1
+
+
+def test_module_entry_point_prints_one_line_error(tmp_path):
+  result = subprocess.run([sys.executable, "-m", "bert_tf", "embed",
+                           f"--model={tmp_path / 'missing'}", "--output_file=x.npy", "hello"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+  assert result.returncode == 1
+  # TensorFlow's own start-up lines may come first; ours is the last and only one.
+  assert result.stderr.splitlines()[-1] == (
+      f"bert_tf embed: error: model not found: '{tmp_path / 'missing'}'")
+  assert "Traceback" not in result.stderr
+  assert sum("error:" in line for line in result.stderr.splitlines()) == 1
