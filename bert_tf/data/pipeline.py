@@ -1,0 +1,145 @@
+"""tf.data input pipelines for pretraining TFRecords (Google's or bert_tf's).
+
+Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per_seq.
+
+``pretraining_dataset`` yields dicts of int32 (``masked_lm_weights`` float32) tensors with
+static shapes ``[B, L]`` / ``[B, P]`` / ``[B, 1]``, batches always whole
+(``drop_remainder``), as TPUs need. Training reads files interleaved and shuffled, repeats
+forever, and shards by file across input pipelines (``tf.distribute.InputContext``); eval reads
+each record once, in order.
+
+Dynamic masking (RoBERTa style, optional): every time a sequence is read its masked positions
+are drawn anew in the graph with the original's rule: candidates are all real tokens but the
+special ones; ``num_to_predict = min(P, max(1, round(len * masked_lm_prob)))`` positions; each
+becomes [MASK] with probability 0.8, stays with 0.1, becomes a random vocab id with 0.1.
+"""
+
+import tensorflow as tf
+
+from bert_tf.data import features as feature_spec
+from bert_tf.errors import BertTfError
+
+_SHUFFLE_RECORDS = 100  # the original's record-level shuffle buffer after interleaving
+
+
+def expand_file_patterns(file_patterns):
+  """Comma-separated string or list of files/globs -> sorted list of files (error if none)."""
+  if isinstance(file_patterns, str):
+    file_patterns = [p for p in file_patterns.split(",") if p.strip()]
+  files = []
+  for pattern in file_patterns:
+    matched = tf.io.gfile.glob(pattern.strip())
+    if not matched:
+      raise BertTfError(f"no input files match {pattern.strip()!r} (--input_file)")
+    files.extend(sorted(matched))
+  return files
+
+
+def _compression(files):
+  return "GZIP" if all(f.endswith(".gz") for f in files) else None
+
+
+def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special_ids,
+                 masked_lm_prob=0.15, seed=None):
+  """Re-draws ``masked_lm_*`` for one (unbatched) example, in the graph.
+
+  ``input_ids`` are first restored from the stored masks (the original ids sit in
+  ``masked_lm_ids``), so records made with static masks can be re-masked.
+  """
+  ids = features["input_ids"]  # [L]
+  seq_length = ids.shape[0]
+  positions = features["masked_lm_positions"]
+  weights = features["masked_lm_weights"]
+  real = tf.cast(weights > 0, tf.int32)
+  restore = tf.scatter_nd(positions[:, None], (features["masked_lm_ids"] - tf.gather(
+      ids, positions)) * real, [seq_length])
+  ids = ids + restore  # the unmasked sequence
+  candidate = tf.cast(features["input_mask"], tf.bool)
+  for special in special_ids:
+    candidate &= tf.not_equal(ids, special)
+  num_tokens = tf.reduce_sum(features["input_mask"])
+  num_to_predict = tf.minimum(
+      max_predictions_per_seq,
+      tf.maximum(1, tf.cast(tf.round(tf.cast(num_tokens, tf.float32) * masked_lm_prob),
+                            tf.int32)))
+  num_to_predict = tf.minimum(num_to_predict, tf.reduce_sum(tf.cast(candidate, tf.int32)))
+  # A random order of the candidates: random keys, non-candidates pushed to the end.
+  # Distinct op seeds: ops sharing one seed would draw the same numbers.
+  seeds = [None] * 3 if seed is None else [seed, seed + 1, seed + 2]
+  keys = tf.random.uniform([seq_length], seed=seeds[0])
+  keys = tf.where(candidate, keys, 2.0)
+  order = tf.argsort(keys)  # [L]: shuffled candidates first
+  # The first num_to_predict candidates, sorted; unused slots get L (sorted last).
+  picked = tf.sort(tf.where(tf.range(max_predictions_per_seq) < num_to_predict,
+                            order[:max_predictions_per_seq], seq_length))  # [P]
+  valid = picked < seq_length
+  picked = tf.where(valid, picked, 0)
+  original = tf.gather(ids, picked)
+  draw = tf.random.uniform([max_predictions_per_seq], seed=seeds[1])
+  random_ids = tf.random.uniform([max_predictions_per_seq], 0, vocab_size, dtype=tf.int32,
+                                 seed=seeds[2])
+  replacement = tf.where(draw < 0.8, mask_id, tf.where(draw < 0.9, original, random_ids))
+  updates = tf.where(valid, replacement - original, 0)
+  masked = ids + tf.scatter_nd(picked[:, None], updates, [seq_length])
+  out = dict(features)
+  out["input_ids"] = masked
+  out["masked_lm_positions"] = picked
+  out["masked_lm_ids"] = tf.where(valid, original, 0)
+  out["masked_lm_weights"] = tf.cast(valid, tf.float32)
+  return out
+
+
+def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictions_per_seq,
+                        is_training, input_context=None, seed=None, dynamic_masking=None,
+                        use_next_sentence=True, cycle_length=None, deterministic=None):
+  """Batches of pretraining features from TFRecords (plain or ``.gz``).
+
+  Args:
+    file_patterns: comma-separated string or list of files/globs.
+    batch_size: per-replica batch size (use ``input_context.get_per_replica_batch_size``).
+    is_training: shuffle, interleave files and repeat; else read once, in order.
+    input_context: ``tf.distribute.InputContext``; files are sharded across input pipelines.
+    seed: makes shuffling (and dynamic masking) deterministic; None = nondeterministic.
+    dynamic_masking: None, or dict(vocab_size=, mask_id=, special_ids=, masked_lm_prob=).
+    use_next_sentence: False drops ``next_sentence_labels`` (MLM-only training).
+    deterministic: tf.data determinism; default: deterministic when ``seed`` is given.
+  """
+  files = expand_file_patterns(file_patterns)
+  spec = feature_spec.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+  compression = _compression(files)
+  if deterministic is None:
+    deterministic = seed is not None
+  options = tf.data.Options()
+  options.deterministic = deterministic
+  if is_training:
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if input_context and input_context.num_input_pipelines > 1:
+      if len(files) < input_context.num_input_pipelines:
+        raise BertTfError(f"{len(files)} input file(s) cannot be sharded over "
+                          f"{input_context.num_input_pipelines} input pipelines")
+      dataset = dataset.shard(input_context.num_input_pipelines,
+                              input_context.input_pipeline_id)
+    dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    cycle = min(cycle_length or 4, len(files))
+    dataset = dataset.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+        cycle_length=cycle, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    dataset = dataset.shuffle(_SHUFFLE_RECORDS, seed=seed)
+  else:
+    dataset = tf.data.TFRecordDataset(files, compression_type=compression)
+    if input_context and input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines,
+                              input_context.input_pipeline_id)
+
+  def parse(record):
+    example = feature_spec.cast_parsed_features(tf.io.parse_single_example(record, spec))
+    if dynamic_masking:
+      example = dynamic_mask(example, max_predictions_per_seq, seed=seed, **dynamic_masking)
+    if not use_next_sentence:
+      example.pop("next_sentence_labels")
+    return example
+
+  dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=deterministic)
+  dataset = dataset.batch(batch_size, drop_remainder=True)
+  return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)

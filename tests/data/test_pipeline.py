@@ -1,0 +1,144 @@
+"""The pretraining input pipeline: parsing, static shapes, sharding, dynamic masking."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import pipeline
+from bert_tf.errors import BertTfError
+from tests.reference import google_models
+
+SEQ, PRED = 16, 4
+CONFIG = google_models.tiny_config_dict(vocab_size=50)
+CLS, SEP, MASK = 2, 3, 4
+
+
+def _write(path, examples, start, count):
+  """Writes examples[start:start+count] as the original's tf.train.Example records."""
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for i in range(start, start + count):
+      feature = {}
+      for name, values in examples.items():
+        row = np.asarray(values[i]).reshape(-1)
+        if name == "masked_lm_weights":
+          feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=row.tolist()))
+        else:
+          feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=row.tolist()))
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  examples = google_models.random_pretraining_features(CONFIG, batch_size=12, seq_length=SEQ,
+                                                       num_predictions=PRED, seed=3)
+  # Real-looking sequences: [CLS] ... [SEP] ... [SEP] with ids >= 5 elsewhere.
+  ids = examples["input_ids"]
+  mask = examples["input_mask"]
+  ids = np.where(ids > 0, np.maximum(ids, 5), 0)
+  for b in range(ids.shape[0]):
+    n = int(mask[b].sum())
+    ids[b, 0], ids[b, n // 2], ids[b, n - 1] = CLS, SEP, SEP
+  examples["input_ids"] = ids
+  # Stored masks consistent with the ids: masked positions hold [MASK].
+  for b in range(ids.shape[0]):
+    for p, w in zip(examples["masked_lm_positions"][b], examples["masked_lm_weights"][b]):
+      if w:
+        examples["masked_lm_ids"][b][list(examples["masked_lm_positions"][b]).index(p)] = \
+            ids[b, p] if ids[b, p] not in (CLS, SEP) else 7
+        ids[b, p] = MASK
+  directory = tmp_path_factory.mktemp("records")
+  files = [directory / f"part-{i}.tfrecord" for i in range(3)]
+  for i, f in enumerate(files):
+    _write(f, examples, 4 * i, 4)
+  return examples, [str(f) for f in files]
+
+
+def test_eval_reads_every_record_in_order_with_static_shapes(records):
+  examples, files = records
+  ds = pipeline.pretraining_dataset(",".join(files), 4, SEQ, PRED, is_training=False)
+  spec = ds.element_spec
+  assert spec["input_ids"].shape == (4, SEQ) and spec["input_ids"].dtype == tf.int32
+  assert spec["masked_lm_weights"].shape == (4, PRED)
+  assert spec["masked_lm_weights"].dtype == tf.float32
+  assert spec["next_sentence_labels"].shape == (4, 1)
+  batches = list(ds)
+  assert len(batches) == 3
+  for name, values in examples.items():
+    got = np.concatenate([b[name].numpy() for b in batches])
+    np.testing.assert_array_equal(got, np.asarray(values).reshape(got.shape))
+
+
+def test_training_repeats_shuffles_and_is_deterministic_with_seed(records):
+  _, files = records
+  def first(seed):
+    ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=True, seed=seed)
+    return np.concatenate([b["input_ids"].numpy() for b in ds.take(6)])
+  a, b = first(5), first(5)
+  np.testing.assert_array_equal(a, b)
+  assert a.shape == (24, SEQ)  # 6 batches from 12 records: it repeats
+
+
+def test_sharding_gives_disjoint_files(records):
+  _, files = records
+  seen = []
+  for pipeline_id in range(3):
+    ctx = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline_id,
+                                     num_replicas_in_sync=3)
+    ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=True, input_context=ctx,
+                                      seed=1)
+    seen.append({tuple(row) for row in next(iter(ds))["input_ids"].numpy()})
+  assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])
+
+
+def test_missing_files_are_one_line_errors(tmp_path):
+  with pytest.raises(BertTfError, match=r"no input files match .*nothing\*.tfrecord"):
+    pipeline.pretraining_dataset(str(tmp_path / "nothing*.tfrecord"), 4, SEQ, PRED, True)
+
+
+def test_drop_next_sentence(records):
+  _, files = records
+  ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=False,
+                                    use_next_sentence=False)
+  assert "next_sentence_labels" not in ds.element_spec
+
+
+def test_dynamic_masking_follows_the_rule(records):
+  examples, files = records
+  options = dict(vocab_size=50, mask_id=MASK, special_ids=[CLS, SEP, 0], masked_lm_prob=0.15)
+  ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=False, seed=11,
+                                    dynamic_masking=options)
+  # The unmasked originals, to check against.
+  originals = np.array(examples["input_ids"])
+  for b in range(originals.shape[0]):
+    for p, w, i in zip(examples["masked_lm_positions"][b], examples["masked_lm_weights"][b],
+                       examples["masked_lm_ids"][b]):
+      if w:
+        originals[b, p] = i
+  kinds = {"mask": 0, "same": 0, "random": 0}
+  for epoch in range(40):
+    row = 0
+    for batch in ds:
+      for b in range(4):
+        n = int(batch["input_mask"][b].numpy().sum())
+        weights = batch["masked_lm_weights"][b].numpy()
+        positions = batch["masked_lm_positions"][b].numpy()[weights > 0]
+        expected = min(PRED, max(1, int(round(n * 0.15))))
+        assert len(positions) == expected
+        assert list(positions) == sorted(set(positions))
+        original = originals[row]
+        assert all(original[p] not in (CLS, SEP, 0) and p < n for p in positions)
+        np.testing.assert_array_equal(
+            batch["masked_lm_ids"][b].numpy()[weights > 0], original[positions])
+        ids = batch["input_ids"][b].numpy()
+        untouched = np.ones(SEQ, bool)
+        untouched[positions] = False
+        np.testing.assert_array_equal(ids[untouched], original[untouched])
+        for p in positions:
+          kinds["mask" if ids[p] == MASK else "same" if ids[p] == original[p] else "random"] += 1
+        row += 1
+  total = sum(kinds.values())
+  # 80/10/10 (a random id can equal the original: 1/50 of the 10%).
+  assert abs(kinds["mask"] / total - 0.8) < 0.05
+  assert abs(kinds["same"] / total - 0.1 - 0.1 / 50) < 0.04
+  assert abs(kinds["random"] / total - 0.1) < 0.04
