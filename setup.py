@@ -10,6 +10,9 @@ INSTALL_REQUIRES = [
     "absl-py>=2.1",
     "numpy>=1.26",
     "safetensors>=0.4",
+    # tf.summary (the training scripts' TensorBoard summaries) needs it; TF 2.21 no longer
+    # installs it.
+    "tensorboard>=2.21,<2.22",
 ]
 
 EXTRAS_REQUIRE = {
