@@ -1,0 +1,437 @@
+"""SQuAD fine-tuning: the span task, prediction over a TFRecord, and ``run_squad``.
+
+Shape legend: B = batch (per replica inside ``strategy.run``), S = max_seq_length.
+
+Loss, as the original's ``model_fn`` (``run_squad.py``):
+  start_loss = mean over the batch of -log softmax(start_logits)[start_positions]
+  end_loss   = the same for the end
+  loss       = (start_loss + end_loss) / 2
+The mean is over the GLOBAL batch (``training.loop``): numerator sum(nll_start + nll_end),
+denominator 2 B summed over replicas.
+
+Prediction runs the model over the whole predict TFRecord (padded with rows of unique_id
+``PADDING_UNIQUE_ID`` to a whole number of global batches, so every replica gets full,
+static-shape batches, as a TPU needs) and returns one ``postprocess.RawResult`` per real
+feature; the padding rows are dropped.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio, tokenization
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertSpanLabeler, checkpoints
+from bert_tf.squad import evaluate as squad_evaluate
+from bert_tf.squad import examples as squad_examples
+from bert_tf.squad import features as squad_features
+from bert_tf.squad import postprocess
+from bert_tf.training import DTYPE_POLICIES, loop
+from bert_tf.training.pretraining import write_eval_results
+
+PREDICTIONS_FILE = "predictions.json"
+NBEST_FILE = "nbest_predictions.json"
+NULL_ODDS_FILE = "null_odds.json"
+EVAL_SCORES_FILE = "eval_results.json"
+EVAL_RESULTS_FILE = "eval_results.txt"
+TRAIN_RECORD_FILE = "train.tf_record"
+PREDICT_RECORD_FILE = "eval.tf_record"  # The original's name for the predict features.
+
+
+def _span_nll(logits, positions):
+  """logits [B,S], positions [B] -> [B] float32, -log softmax(logits)[position]."""
+  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)        # [B,S]
+  positions = tf.cast(tf.reshape(positions, [-1]), tf.int32)                 # [B]
+  return -tf.gather(log_probs, positions, batch_dims=1)
+
+
+class SquadTask:
+  """Start/end span labelling on every token (``BertSpanLabeler``).
+
+  Implements the ``training.loop`` task interface. Features: ``input_ids``, ``input_mask``,
+  ``segment_ids`` [B,S] int32, ``start_positions``, ``end_positions`` [B] int32.
+  """
+
+  def __init__(self, config):
+    self.config = config
+
+  def build_model(self, dtype=None):
+    return BertSpanLabeler(self.config, dtype=dtype)
+
+  def loss_denominators(self, features):
+    batch = tf.shape(features["start_positions"])[0]
+    return {"squad": 2.0 * tf.cast(batch, tf.float32)}
+
+  def loss_numerators(self, outputs, features):
+    start_nll = _span_nll(outputs["start_logits"], features["start_positions"])
+    end_nll = _span_nll(outputs["end_logits"], features["end_positions"])
+    return {"squad": tf.reduce_sum(start_nll + end_nll)}
+
+  def eval_metrics(self, outputs, features):
+    """{name: (sum, weight)} of one batch on one replica (``training.loop.evaluate``).
+
+    On training-format records: ``loss`` ((start + end nll) / 2 per feature, mean over all
+    features), ``start_accuracy``, ``end_accuracy`` (argmax equals the label).
+    """
+    metrics = {}
+    total = None
+    for name in ("start", "end"):
+      logits = outputs[f"{name}_logits"]
+      positions = tf.cast(tf.reshape(features[f"{name}_positions"], [-1]), tf.int32)
+      nll = _span_nll(logits, positions)
+      total = nll if total is None else total + nll
+      correct = tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), positions),
+                        tf.float32)
+      count = tf.cast(tf.size(positions), tf.float32)
+      metrics[f"{name}_accuracy"] = (tf.reduce_sum(correct), count)
+    metrics["loss"] = (tf.reduce_sum(total) / 2.0, count)
+    return metrics
+
+
+# === Prediction ===
+
+def _padding_feature(max_seq_length):
+  zeros = [0] * max_seq_length
+  return squad_features.InputFeatures(
+      unique_id=squad_features.PADDING_UNIQUE_ID, example_index=-1, doc_span_index=0,
+      tokens=[], token_to_orig_map={}, token_is_max_context={}, input_ids=zeros,
+      input_mask=zeros, segment_ids=zeros)
+
+
+def write_predict_features(examples, tokenizer, path, max_seq_length, doc_stride,
+                           max_query_length, batch_size):
+  """Converts prediction examples, writes them to ``path`` (atomically) and returns them.
+
+  The file is padded with ``PADDING_UNIQUE_ID`` rows to a multiple of ``batch_size``.
+  Returns the list of real ``InputFeatures`` (post-processing needs their token maps).
+  """
+  features = []
+  with squad_features.FeatureWriter(path, is_training=False) as writer:
+    for feature in squad_features.convert_examples_to_features(
+        examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=False):
+      features.append(feature)
+      writer.write(feature)
+    for _ in range(-len(features) % batch_size):
+      writer.write(_padding_feature(max_seq_length))
+  return features
+
+
+def predict(strategy, model, input_file, max_seq_length, batch_size):
+  """Start/end logits of every feature in a predict TFRecord (``write_predict_features``).
+
+  Args:
+    strategy: the tf.distribute strategy the model was built under.
+    model: a ``BertSpanLabeler``-like model (features -> start_logits, end_logits [B,S]).
+    input_file: the TFRecord, padded to a multiple of ``batch_size`` records.
+    max_seq_length: S.
+    batch_size: the global batch size (a multiple of the number of replicas).
+  Returns:
+    list of ``postprocess.RawResult`` (unique_id, start_logits [S], end_logits [S] float32
+    numpy), one per real feature, in no particular order; padding rows are dropped.
+  """
+  def dataset_fn(ctx):
+    return squad_features.input_dataset(input_file, max_seq_length, is_training=False,
+                                        batch_size=batch_size, drop_remainder=True,
+                                        input_context=ctx)
+
+  def replica_fn(features):
+    outputs = model(features, training=False)
+    return {"unique_ids": features["unique_ids"],
+            "start_logits": tf.cast(outputs["start_logits"], tf.float32),
+            "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+  @tf.function
+  def step_fn(batch):
+    return strategy.run(replica_fn, args=(batch,))
+
+  results = []
+  for batch in strategy.distribute_datasets_from_function(dataset_fn):
+    outputs = step_fn(batch)
+    local = {k: np.concatenate([x.numpy() for x in strategy.experimental_local_results(v)])
+             for k, v in outputs.items()}
+    for unique_id, start, end in zip(local["unique_ids"], local["start_logits"],
+                                     local["end_logits"]):
+      if int(unique_id) != squad_features.PADDING_UNIQUE_ID:
+        results.append(postprocess.RawResult(int(unique_id), start, end))
+  return results
+
+
+# === Training features (cached) ===
+
+def _train_fingerprint(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
+  """A hash of everything train.tf_record depends on (examples in order, lengths, tokenizer)."""
+  # pylint: disable-next=import-outside-toplevel
+  from bert_tf.data.classifier_features import tokenizer_fingerprint
+  h = hashlib.sha256()
+  h.update(json.dumps({"format": "squad-train-1", "max_seq_length": max_seq_length,
+                       "doc_stride": doc_stride, "max_query_length": max_query_length,
+                       "tokenizer": tokenizer_fingerprint(tokenizer)}).encode())
+  for example in examples:
+    h.update(json.dumps(dataclasses.astuple(example)).encode("utf-8", "surrogatepass"))
+    h.update(b"\n")
+  return h.hexdigest()
+
+
+def cached_train_features(examples, tokenizer, path, max_seq_length, doc_stride,
+                          max_query_length):
+  """Writes the training TFRecord unless ``path`` already holds the same features.
+
+  A sidecar ``<path>.meta.json`` records the fingerprint of the examples (in order), the
+  lengths and the tokenizer, and the feature count; both files are written atomically, the
+  sidecar last. Returns {"num_features", "fingerprint", "cached"}.
+  """
+  fingerprint = _train_fingerprint(examples, tokenizer, max_seq_length, doc_stride,
+                                   max_query_length)
+  meta_file = path + ".meta.json"
+  if tf.io.gfile.exists(path) and tf.io.gfile.exists(meta_file):
+    try:
+      with tf.io.gfile.GFile(meta_file, "r") as f:
+        meta = json.load(f)
+    except (ValueError, tf.errors.OpError):
+      meta = {}
+    if meta.get("fingerprint") == fingerprint:
+      return dict(meta, cached=True)
+  if tf.io.gfile.exists(meta_file):
+    tf.io.gfile.remove(meta_file)  # The TFRecord is about to change.
+  with squad_features.FeatureWriter(path, is_training=True) as writer:
+    for feature in squad_features.convert_examples_to_features(
+        examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training=True):
+      writer.write(feature)
+  meta = {"fingerprint": fingerprint, "num_features": writer.num_features,
+          "num_examples": len(examples)}
+  with fileio.atomic_write(meta_file, "w") as f:
+    json.dump(meta, f, indent=2, sort_keys=True)
+  return dict(meta, cached=False)
+
+
+# === run_squad ===
+
+def _summary_writer(output_dir):
+  # tf.summary.scalar needs the tensorboard package, which TensorFlow 2.21 no longer pulls in.
+  try:
+    import tensorboard  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    return None
+  return loop.summary_writer(output_dir)
+
+
+def _copy_atomically(source, target):
+  tmp = fileio.temp_name(target)
+  try:
+    tf.io.gfile.copy(source, tmp, overwrite=True)
+    fileio.commit(tmp, target)
+  except BaseException:
+    fileio.discard(tmp)
+    raise
+
+
+def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower_case,
+                 train_file, predict_file, do_train, do_predict, do_eval, max_seq_length,
+                 doc_stride, max_query_length, train_batch_size, predict_batch_size,
+                 gradient_accumulation_steps, n_best_size, max_answer_length):
+  """The original's ``validate_flags_or_throw`` and more, as one-line ``BertTfError``s."""
+  if not do_train and not do_predict:
+    raise BertTfError("at least one of --do_train or --do_predict must be True")
+  if do_eval and not do_predict:
+    raise BertTfError("--do_eval scores the predictions of --do_predict: set --do_predict=True")
+  if do_train and not train_file:
+    raise BertTfError("--do_train needs --train_file")
+  if do_predict and not predict_file:
+    raise BertTfError("--do_predict needs --predict_file")
+  fileio.require_file(vocab_file, "vocab file", "vocab_file")
+  if do_train:
+    fileio.require_file(train_file, "SQuAD file", "train_file")
+  if do_predict:
+    fileio.require_file(predict_file, "SQuAD file", "predict_file")
+  tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
+                              tf.io.gfile.exists(init_checkpoint + ".index")):
+    raise BertTfError(f"checkpoint not found (--init_checkpoint): {init_checkpoint!r}")
+  if max_seq_length > bert_config.max_position_embeddings:
+    raise BertTfError(
+        f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
+        f"{bert_config.max_position_embeddings} of the BERT config (the model was only "
+        "trained up to that length)")
+  squad_features.check_lengths(max_seq_length, doc_stride, max_query_length)
+  if n_best_size < 1:
+    raise BertTfError(f"--n_best_size must be at least 1, got {n_best_size}")
+  if max_answer_length < 1:
+    raise BertTfError(f"--max_answer_length must be at least 1, got {max_answer_length}")
+  replicas = strategy.num_replicas_in_sync
+  for flag, size, parts, why in (
+      ("train_batch_size", train_batch_size, replicas * gradient_accumulation_steps,
+       " x gradient_accumulation_steps"),
+      ("predict_batch_size", predict_batch_size, replicas, "")):
+    if size < 1 or size % parts:
+      raise BertTfError(f"--{flag} {size} must be a positive multiple of {parts} "
+                        f"({replicas} replica(s){why})")
+
+
+def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
+              predict_file=None, init_checkpoint=None, do_lower_case=True, max_seq_length=384,
+              doc_stride=128, max_query_length=64, do_train=False, do_predict=False,
+              do_eval=False, train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
+              num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
+              keep_checkpoint_max=5, steps_per_loop=1000, gradient_accumulation_steps=1,
+              dtype="float32", jit_compile=False, optimizer_kwargs=None, n_best_size=20,
+              max_answer_length=30, verbose_logging=False, version_2_with_negative=False,
+              null_score_diff_threshold=0.0, seed=None, export_google_checkpoint=True,
+              export_dir=None, progress=None):
+  """Fine-tunes on SQuAD and/or predicts (and scores) answers: ``run_squad.py``.
+
+  Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``init_checkpoint``:
+  Google, bert_tf or Hugging Face weights (``checkpoints.load_weights``).
+
+  As the original: the training examples are read (questions whose answer is not at its
+  ``answer_start`` are skipped), num_train_steps = int(examples / train_batch_size *
+  num_train_epochs), warmup int(num_train_steps * warmup_proportion), and the examples are
+  shuffled with ``random.Random(12345)`` before the features are made.
+
+  Writes to ``output_dir``: ``train.tf_record`` (cached, with ``.meta.json``) and
+  ``eval.tf_record`` (the predict features), training checkpoints and summaries; after
+  training ``google/bert_model.ckpt`` (Google's names, ``cls/squad/output_weights``/
+  ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``; with
+  ``do_predict`` ``predictions.json``, ``nbest_predictions.json`` and (v2.0)
+  ``null_odds.json``; with ``do_eval`` the official evaluation's scores of those predictions
+  against ``predict_file`` in ``eval_results.json`` (the scripts' JSON) and
+  ``eval_results.txt`` (``key = value``, with global_step). With ``export_dir``: the
+  question-answering SavedModel (``bert_tf.squad.export``).
+
+  Returns:
+    {"train": {...}, "predict": {...}, "eval": {...}, "export": dir} for the phases run.
+  """
+  progress = progress or (lambda line: None)
+  _check_flags(bert_config, strategy, vocab_file=vocab_file, init_checkpoint=init_checkpoint,
+               do_lower_case=do_lower_case, train_file=train_file, predict_file=predict_file,
+               do_train=do_train, do_predict=do_predict, do_eval=do_eval,
+               max_seq_length=max_seq_length, doc_stride=doc_stride,
+               max_query_length=max_query_length, train_batch_size=train_batch_size,
+               predict_batch_size=predict_batch_size,
+               gradient_accumulation_steps=gradient_accumulation_steps,
+               n_best_size=n_best_size, max_answer_length=max_answer_length)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  if len(tokenizer.vocab) > bert_config.vocab_size:
+    raise BertTfError(f"--vocab_file {vocab_file!r} has {len(tokenizer.vocab)} entries but the "
+                      f"BERT config's vocab_size is {bert_config.vocab_size}")
+  tf.io.gfile.makedirs(output_dir)
+  if seed is not None:
+    keras.utils.set_random_seed(seed)
+  task = SquadTask(bert_config)
+  with strategy.scope():
+    model = task.build_model(dtype=DTYPE_POLICIES[dtype])
+  results = {}
+
+  if do_train:
+    read = squad_examples.read_squad_examples(train_file, is_training=True,
+                                              version_2_with_negative=version_2_with_negative)
+    train_examples = list(read.examples)
+    num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
+    num_warmup_steps = int(num_train_steps * warmup_proportion)
+    if num_train_steps < 1:
+      raise BertTfError(
+          f"{len(train_examples)} training examples in {train_file} / --train_batch_size "
+          f"{train_batch_size} x --num_train_epochs {num_train_epochs} gives no training step")
+    # The original pre-shuffles, so the input's 100-record shuffle buffer is enough.
+    random.Random(12345).shuffle(train_examples)
+    record = os.path.join(output_dir, TRAIN_RECORD_FILE)
+    meta = cached_train_features(train_examples, tokenizer, record, max_seq_length,
+                                 doc_stride, max_query_length)
+    progress(f"***** Running training *****  examples {len(train_examples)} "
+             f"({len(read.skipped)} skipped), features {meta['num_features']}"
+             f"{' (cached)' if meta['cached'] else ''}, batch size {train_batch_size}, "
+             f"steps {num_train_steps} (warmup {num_warmup_steps})")
+    from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+    with strategy.scope():
+      optimizer = optimization.create_optimizer(
+          learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
+      if dtype == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+        model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+        gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        global_batch_size=train_batch_size, seq_length=max_seq_length))
+
+    def train_dataset_fn(ctx):
+      return squad_features.input_dataset(record, max_seq_length, is_training=True,
+                                          batch_size=train_batch_size, seed=seed,
+                                          input_context=ctx)
+
+    init_fn = None
+    if init_checkpoint:
+      init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
+    with warnings.catch_warnings():
+      # The span head does not use the pooler (nor did the original's): no gradient there.
+      warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
+      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                       summary_writer=_summary_writer(output_dir),
+                                       progress=progress)
+    global_step = results["train"]["global_step"]
+    if export_google_checkpoint:
+      google_dir = os.path.join(output_dir, "google")
+      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
+                                         global_step=global_step)
+      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
+      _copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+  elif loop.latest_checkpoint(output_dir):
+    latest = loop.restore_model(model, output_dir)
+    global_step = int(latest.rsplit("-", 1)[1])
+    progress(f"restored {latest}")
+  else:
+    global_step = 0
+    if init_checkpoint:
+      progress(str(checkpoints.load_weights(model, init_checkpoint)))
+    else:
+      progress("warning: no --init_checkpoint and no training checkpoint in --output_dir: "
+               "the model's weights are random")
+
+  if do_predict:
+    predict_examples = squad_examples.read_squad_examples(
+        predict_file, is_training=False,
+        version_2_with_negative=version_2_with_negative).examples
+    record = os.path.join(output_dir, PREDICT_RECORD_FILE)
+    predict_features = write_predict_features(predict_examples, tokenizer, record,
+                                              max_seq_length, doc_stride, max_query_length,
+                                              predict_batch_size)
+    progress(f"***** Running predictions *****  examples {len(predict_examples)}, "
+             f"features {len(predict_features)}, batch size {predict_batch_size}")
+    raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
+    paths = {name: os.path.join(output_dir, name)
+             for name in (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)}
+    postprocess.write_predictions(
+        predict_examples, predict_features, raw_results, n_best_size, max_answer_length,
+        do_lower_case, paths[PREDICTIONS_FILE], paths[NBEST_FILE], paths[NULL_ODDS_FILE],
+        version_2_with_negative=version_2_with_negative,
+        null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging)
+    if not version_2_with_negative:
+      del paths[NULL_ODDS_FILE]
+    results["predict"] = {"num_examples": len(predict_examples),
+                          "num_features": len(predict_features), "files": paths}
+
+  if do_eval:
+    scores = squad_evaluate.evaluate_files(
+        predict_file, results["predict"]["files"][PREDICTIONS_FILE],
+        null_odds_file=results["predict"]["files"].get(NULL_ODDS_FILE),
+        version_2_with_negative=version_2_with_negative)
+    squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
+    write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
+                       dict(scores, global_step=global_step))
+    results["eval"] = scores
+
+  if export_dir:
+    from bert_tf.squad import export  # pylint: disable=import-outside-toplevel
+    results["export"] = export.export_question_answerer(
+        model, vocab_file, export_dir, do_lower_case=do_lower_case,
+        max_seq_length=max_seq_length, doc_stride=doc_stride,
+        max_query_length=max_query_length, n_best_size=n_best_size,
+        max_answer_length=max_answer_length, version_2_with_negative=version_2_with_negative,
+        null_score_diff_threshold=null_score_diff_threshold)
+    progress(f"exported the question-answering SavedModel to {export_dir}")
+  return results
