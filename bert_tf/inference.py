@@ -141,24 +141,6 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
   return _casing_of_vocab(vocab), "vocab"
 
 
-def _heads_of_bert_tf_checkpoint(prefix, encoder):
-  """``(has_masked_lm, has_next_sentence, has_pooler)`` of a bert_tf training checkpoint.
-
-  Also refuses a checkpoint that holds fewer model variables than the encoder has: the object
-  graph then lacks part of the encoder (``load_weights`` cannot see what a checkpoint never
-  tracked), and using it would mean running freshly initialised layers.
-  """
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  model_values = [n for n in names if n.startswith("model/") and
-                  n.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and "/.OPTIMIZER_SLOT/" not in n]
-  if len(model_values) < len(encoder.weights):
-    raise BertTfError(f"{prefix}: holds {len(model_values)} model variables but the encoder "
-                      f"alone has {len(encoder.weights)} (part of the encoder was never saved "
-                      "in this checkpoint)")
-  has = lambda p: any(n.startswith(p) for n in names)  # noqa: E731
-  return has("model/masked_lm/"), has("model/next_sentence/"), has("model/bert/pooler/")
-
-
 def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq_length=None,
          batch_size=32):
   """Loads a trained BERT (encoder, heads when present, tokenizer, casing) ready to use.
@@ -209,18 +191,12 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
 
   model = BertPretrainer(config)
   report = checkpoints.load_weights(model, path)
-  if checkpoints.is_hugging_face_weights(path):
-    prefix = None
-  else:
-    prefix = checkpoints.resolve_checkpoint_prefix(path)
-  if prefix is not None and checkpoints.is_bert_tf_checkpoint(prefix):
-    has_masked_lm, has_next_sentence, has_pooler = _heads_of_bert_tf_checkpoint(prefix, model.bert)
-  else:
-    missing = set(report.missing)
-    lacks = lambda p: any(n.startswith(p) for n in missing)  # noqa: E731
-    has_masked_lm = not lacks("cls/predictions/")
-    has_next_sentence = not lacks("cls/seq_relationship/")
-    has_pooler = not lacks("bert/pooler/")
+  # Heads (and the pooler, absent from Hugging Face's masked-LM-only models) are optional.
+  missing = set(report.missing)
+  lacks = lambda prefix: any(n.startswith(prefix) for n in missing)  # noqa: E731
+  has_masked_lm = not lacks("cls/predictions/")
+  has_next_sentence = not lacks("cls/seq_relationship/")
+  has_pooler = not lacks("bert/pooler/")
   logging.info("loaded %s: do_lower_case=%s (from %s), masked LM head: %s, next sentence "
                "head: %s", path, lower, source, has_masked_lm, has_next_sentence)
   return InferenceModel(model, tokenizer, source=str(path), do_lower_case=lower,
@@ -284,9 +260,12 @@ def parse_pooling(pooling, layers=None, combine=None):
                       f"{', '.join(POOLINGS)} or lastK_mean/lastK_concat/lastK_sum")
   if pooling == "pooler" and layers is not None:
     raise BertTfError("pooling='pooler' uses the pooled output; drop layers=")
+  combine = combine or "mean"
+  if combine not in COMBINES:
+    raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
   if isinstance(layers, int):
     layers = [layers]
-  return pooling, (list(layers) if layers is not None else None), combine or "mean"
+  return pooling, (list(layers) if layers is not None else None), combine
 
 
 class InferenceModel:
@@ -317,7 +296,6 @@ class InferenceModel:
     if batch_size < 1:
       raise BertTfError(f"batch_size must be positive, got {batch_size}")
     self.batch_size = batch_size
-    self._special = {t for t in SPECIAL_TOKENS if t in tokenizer.vocab}
     self._never_split_re = None
     if tokenizer.never_split:
       by_length = sorted(set(tokenizer.never_split), key=len, reverse=True)
@@ -374,11 +352,14 @@ class InferenceModel:
   # --- running the encoder in padded batches ----------------------------------------------
 
   @tf.function(reduce_retracing=True)
-  def _encoder_fn(self, word_ids, mask, type_ids, output_attentions):
+  def _encoder_fn(self, word_ids, mask, type_ids, output_attentions, layers):
+    """``layers``: a tuple of hidden-state indexes (0 = embeddings) to return, so that only
+    those leave the device."""
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False,
                        output_attentions=output_attentions)
-    hidden = tf.stack([out["embedding_output"]] + out["encoder_outputs"])  # [L+1,b,s,H]
+    every = [out["embedding_output"]] + out["encoder_outputs"]
+    hidden = tf.stack([every[i] for i in layers])  # [k,b,s,H]
     result = {"hidden_states": hidden, "pooled_output": out["pooled_output"]}
     if output_attentions:
       result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
@@ -404,6 +385,8 @@ class InferenceModel:
     Sequences are sorted by length first, so that a batch wastes little on padding.
     """
     batch_size = batch_size or self.batch_size
+    if batch_size < 1:
+      raise BertTfError(f"batch_size must be positive, got {batch_size}")
     order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))
     for start in range(0, len(order), batch_size):
       indexes = order[start:start + batch_size]
@@ -433,13 +416,15 @@ class InferenceModel:
     word_ids, mask, type_ids = self._features(tokens, segments)
     b, s = word_ids.shape
     c = self.config
-    hidden = np.zeros((c.num_hidden_layers + 1, b, s, c.hidden_size), np.float32)
+    layers = tuple(range(c.num_hidden_layers + 1)) if output_hidden_states else (
+        c.num_hidden_layers,)
+    hidden = np.zeros((len(layers), b, s, c.hidden_size), np.float32)
     pooled = np.zeros((b, c.hidden_size), np.float32)
     attentions = None
     if output_attentions:
       attentions = np.zeros((c.num_hidden_layers, b, c.num_attention_heads, s, s), np.float32)
     for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, bool(output_attentions))
+      out = self._encoder_fn(ids, m, types, bool(output_attentions), layers)
       n = ids.shape[1]  # This batch's length, <= s.
       real = m.astype(np.float32)  # [b,n]: padding positions are zeroed in the outputs, so
       # that they do not depend on which texts shared a batch.
@@ -549,16 +534,14 @@ class InferenceModel:
       raise BertTfError("layers: no layer given")
     return indexes
 
-  def _combine(self, hidden, indexes, combine):
-    """``[L+1,b,s,H]`` -> ``[b,s,D]`` over the chosen hidden states."""
-    chosen = hidden[indexes]  # [k,b,s,H]
+  @staticmethod
+  def _combine(chosen, combine):
+    """The chosen hidden states ``[k,b,s,H]`` -> ``[b,s,D]``."""
     if combine == "mean":
       return chosen.mean(axis=0)
     if combine == "sum":
       return chosen.sum(axis=0)
-    if combine == "concat":
-      return np.concatenate(list(chosen), axis=-1)
-    raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
+    return np.concatenate(list(chosen), axis=-1)  # "concat"
 
   def embed(self, texts, pooling="cls", *, layers=None, combine=None, text_pairs=None,
             max_seq_length=None, batch_size=None):
@@ -576,19 +559,17 @@ class InferenceModel:
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
     token_pooling, layers, combine = parse_pooling(pooling, layers, combine)
-    if combine not in COMBINES:
-      raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
-    if token_pooling == "pooler" and not self.has_pooler:
-      self._require(False, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
+    if token_pooling == "pooler":
+      self._require(self.has_pooler, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
     indexes = self._layer_indexes(layers if layers is not None else [-1])
     tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, False)
+      out = self._encoder_fn(ids, m, types, False, tuple(indexes))
       if token_pooling == "pooler":
         pooled = out["pooled_output"].numpy()
       else:
-        per_token = self._combine(out["hidden_states"].numpy(), indexes, combine)  # [b,s,D]
+        per_token = self._combine(out["hidden_states"].numpy(), combine)  # [b,s,D]
         pooled = pool_tokens(per_token, m, token_pooling)
       if vectors is None:
         vectors = np.zeros((len(tokens), pooled.shape[-1]), np.float32)
@@ -614,8 +595,6 @@ class InferenceModel:
     if len(words) != len(texts):
       raise BertTfError(f"embed_words: {len(words)} words for {len(texts)} texts")
     _, layers, combine = parse_pooling("mean", layers, combine)
-    if combine not in COMBINES:
-      raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
     indexes = self._layer_indexes(layers if layers is not None else [-1])
     limit = self._limit(max_seq_length)
     tokens, segments, spans = [], [], []
@@ -629,8 +608,8 @@ class InferenceModel:
       spans.append((start + 1, end + 1))  # +1 for [CLS].
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, False)
-      per_token = self._combine(out["hidden_states"].numpy(), indexes, combine)  # [b,s,D]
+      out = self._encoder_fn(ids, m, types, False, tuple(indexes))
+      per_token = self._combine(out["hidden_states"].numpy(), combine)  # [b,s,D]
       if vectors is None:
         vectors = np.zeros((len(tokens), per_token.shape[-1]), np.float32)
       for row, i in enumerate(batch_indexes):

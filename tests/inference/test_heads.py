@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import bert_tf
-from bert_tf.modeling import BertPretrainer, checkpoints
+from bert_tf.modeling import BertClassifier, BertPretrainer, checkpoints
 from tests.inference.conftest import FILL_MASK, NEXT_SENTENCE, TINY_VOCAB
 
 TOL = 1e-5
@@ -87,24 +87,51 @@ def test_next_sentence_matches_google(tiny_google, tiny_bert):
   assert abs(single - reference["is_next"][1]) < TOL
 
 
-@pytest.mark.xfail(
-    raises=bert_tf.BertTfError, strict=True,
-    reason="BertModel keeps its transformer blocks in a plain list that tf.train.Checkpoint "
-    "does not track, so bert_tf training checkpoints lack the encoder layers; bert_tf.load "
-    "refuses them with a one-line error until bert_tf/modeling/bert.py tracks the blocks")
-def test_bert_tf_checkpoint_folder(tiny_google, tiny_bert, tmp_path):
-  """A bert_tf training checkpoint (object-based) with bert_config.json + vocab.txt beside it."""
+def _training_checkpoint(model, directory):
+  """A checkpoint as bert_tf's training loop writes it (training/loop.py)."""
+  checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(model))
+  return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=1).save()
+
+
+def test_bert_tf_checkpoint_folder(tiny_google, tmp_path):
+  """A bert_tf training checkpoint with bert_config.json + vocab.txt beside it."""
   folder, reference = tiny_google
   model = BertPretrainer(checkpoints.load_config(str(folder)))
   checkpoints.load_weights(model, str(folder))
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path / "run"),
-                             max_to_keep=1).save()
+  _training_checkpoint(model, tmp_path / "run")
   shutil.copy(folder / "bert_config.json", tmp_path / "run")
   shutil.copy(folder / "vocab.txt", tmp_path / "run")
   bert = bert_tf.load(str(tmp_path / "run"))
   assert bert.has_masked_lm and bert.has_next_sentence
   _check_candidates(bert.fill_mask(FILL_MASK[0][0], top_k=4), reference["mask_probs"][0][0], 4)
   np.testing.assert_allclose(bert.next_sentence(*NEXT_SENTENCE[0][0]), reference["is_next"][0],
+                             atol=TOL)
+
+
+def test_checkpoint_without_pretraining_heads(tiny_google, tmp_path):
+  """A fine-tuning run's checkpoint (classifier head only): the encoder loads, the
+  pretraining heads are known to be absent."""
+  folder, _ = tiny_google
+  model = BertClassifier(checkpoints.load_config(str(folder)), num_labels=3)
+  checkpoints.load_weights(model, str(folder))
+  _training_checkpoint(model, tmp_path)
+  bert = bert_tf.load(str(tmp_path), config_file=str(folder / "bert_config.json"),
+                      vocab_file=str(folder / "vocab.txt"))
+  assert not bert.has_masked_lm and not bert.has_next_sentence and bert.has_pooler
+  with pytest.raises(bert_tf.BertTfError, match="has no masked-LM head"):
+    bert.fill_mask("the [MASK]")
+  np.testing.assert_allclose(bert("the cat").pooled_output,
+                             model.bert({"input_word_ids": np.array([[2, 5, 7, 3]])})["pooled_output"],
+                             atol=TOL)
+
+
+def test_google_folder_without_checkpoint_file(tiny_google, tmp_path):
+  """Google's released folders have no 'checkpoint' file, just bert_model.ckpt.*."""
+  folder, reference = tiny_google
+  shutil.copytree(folder, tmp_path / "released")
+  (tmp_path / "released" / "checkpoint").unlink()
+  bert = bert_tf.load(str(tmp_path / "released"))
+  np.testing.assert_allclose(bert.next_sentence(*NEXT_SENTENCE[1][0]), reference["is_next"][1],
                              atol=TOL)
 
 
