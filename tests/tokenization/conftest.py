@@ -75,9 +75,9 @@ def random_ascii_lines(count, seed=0):
 
 
 def code_point_lines():
-  """Every BMP code point and every 7th code point above it, 256 to a line, space-separated."""
+  """Every BMP code point and every 13th above it, 256 to a line, space-separated."""
   cps = [cp for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF]
-  cps += range(0x10000, 0x110000, 7)
+  cps += range(0x10000, 0x110000, 13)
   return [" ".join(chr(cp) for cp in cps[i:i + 256]) for i in range(0, len(cps), 256)]
 
 
