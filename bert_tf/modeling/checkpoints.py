@@ -294,36 +294,48 @@ def is_hugging_face_weights(path):
       tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")))
 
 
+# bert_tf training checkpoints (tf.train.Checkpoint) keep the model's variables by Google
+# name under "model/", so any task model can read any other's encoder by name.
+_TRAINING_KEY = re.compile(r"^model/(.+)/\.ATTRIBUTES/VARIABLE_VALUE$")
+
+
+def trackable_variables(model):
+  """A trackable holding ``model``'s variables under their Google names (for training
+  checkpoints: ``tf.train.Checkpoint(model=trackable_variables(model), optimizer=...)``)."""
+  return tf.train.Checkpoint(**google_variable_map(model))
+
+
+def _unescape(key):
+  # tf.train.Checkpoint escapes "/" as ".S" and "." as ".." in object names.
+  return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), key)
+
+
 def is_bert_tf_checkpoint(prefix):
   """Whether a TF checkpoint is a bert_tf training checkpoint (object-based, TF2)."""
   try:
     names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   except (tf.errors.OpError, ValueError, IndexError):
     return False
-  return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("model/") for n in names)
+  return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(_TRAINING_KEY.match(n) for n in names)
 
 
-def load_bert_tf_checkpoint(model, prefix):
-  """Loads the encoder (and whatever heads match) from a bert_tf training checkpoint.
-
-  Every task model keeps its encoder at ``model.bert``, so a classifier starts from a
-  pretraining run's checkpoint; the encoder must restore completely, heads as available.
-  """
-  from bert_tf.modeling.bert import BertModel  # pylint: disable=import-outside-toplevel
-  encoder = model if isinstance(model, BertModel) else model.bert
+def read_bert_tf_checkpoint(prefix):
+  """``{google_name: np.ndarray}`` of the model variables in a bert_tf training checkpoint."""
   try:
-    tf.train.Checkpoint(model=tf.train.Checkpoint(bert=encoder)).read(
-        prefix).expect_partial().assert_existing_objects_matched()
-  except AssertionError as e:
-    raise BertTfError(f"{prefix}: the encoder in this checkpoint does not match the config "
-                      f"({str(e).splitlines()[0][:200]})") from None
-  if encoder is not model:
-    tf.train.Checkpoint(model=model).read(prefix).expect_partial()
-  names = list(google_variable_map(model))
-  report = LoadReport(prefix, [n for n in names if n.startswith("bert/")],
-                      [], [])
-  logging.info("loaded the encoder (and matching heads) from bert_tf checkpoint %s", prefix)
-  return report
+    reader = tf.train.load_checkpoint(prefix)
+    return {_unescape(m.group(1)): reader.get_tensor(key)
+            for key in reader.get_variable_to_shape_map()
+            for m in [_TRAINING_KEY.match(key)] if m}
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise BertTfError(f"checkpoint {prefix!r} is unreadable (truncated or corrupt?): "
+                      f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
+
+
+def load_bert_tf_checkpoint(model, prefix, allow_missing_encoder=False):
+  """Loads a bert_tf training checkpoint (e.g. a pretraining run's ``output_dir``) into any
+  task model, with the same policy as Google checkpoints: the encoder completely, heads as
+  available (reported)."""
+  return _assign_all(model, read_bert_tf_checkpoint(prefix), prefix, allow_missing_encoder)
 
 
 def load_weights(model, path, allow_missing_encoder=False):
@@ -336,7 +348,7 @@ def load_weights(model, path, allow_missing_encoder=False):
     return load_hugging_face(model, path, allow_missing_encoder)
   prefix = resolve_checkpoint_prefix(path)
   if is_bert_tf_checkpoint(prefix):
-    return load_bert_tf_checkpoint(model, prefix)
+    return load_bert_tf_checkpoint(model, prefix, allow_missing_encoder)
   return load_google_checkpoint(model, prefix, allow_missing_encoder)
 
 

@@ -33,6 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import BertTfError
+from bert_tf.modeling import checkpoints
 
 
 @dataclasses.dataclass
@@ -160,11 +161,12 @@ class Trainer:
     """
     c = self.config
     progress = progress or (lambda line: logging.info("%s", line))
-    checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+    checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(self.model),
+                                     optimizer=self.optimizer,
                                      random_states=random_states(self.model))
     manager = tf.train.CheckpointManager(
         checkpoint, c.model_dir, max_to_keep=c.keep_checkpoint_max,
-        step_counter=self.optimizer.iterations, checkpoint_interval=c.save_checkpoints_steps)
+        step_counter=self.optimizer.iterations)
     if manager.latest_checkpoint:
       checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
       progress(f"resumed from {manager.latest_checkpoint} at step "
@@ -206,7 +208,8 @@ class Trainer:
             if stats.get(key) is not None:
               tf.summary.scalar(key, stats[key])
         summary_writer.flush()
-      manager.save(checkpoint_number=step)
+      if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0:
+        manager.save(checkpoint_number=step)
     if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
       manager.save(checkpoint_number=step, check_interval=False)
     return {"global_step": step, "loss": loss}
@@ -300,7 +303,7 @@ def restore_model(model, model_dir_or_checkpoint):
     path = tf.train.latest_checkpoint(path)
     if path is None:
       raise BertTfError(f"no training checkpoint in {model_dir_or_checkpoint!r}")
-  tf.train.Checkpoint(model=model).read(path).expect_partial().assert_existing_objects_matched()
+  checkpoints.load_bert_tf_checkpoint(model, path)
   return path
 
 

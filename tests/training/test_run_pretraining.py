@@ -1,0 +1,141 @@
+"""run_pretraining.py end to end on TFRecords made by Google's own create_pretraining_data.py
+from real text: the loss falls, eval_results.txt has the original's keys, the Google-format
+export is read by Google's code, and a run killed with SIGKILL resumes to the same weights."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.reference.google_bert import google
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ, PRED = 32, 5
+CONFIG = ('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
+          '"num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu", '
+          '"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, '
+          '"max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}')
+
+
+def _corpus(path, documents=40):
+  """Real English prose: Python's own pydoc topics, one sentence per line, topic = document."""
+  import re
+  from pydoc_data import topics
+  lines = []
+  for text in list(topics.topics.values())[:documents]:
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split()))]
+    lines.extend(s for s in sentences if len(s) > 20)
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, uncased_vocab):
+  work = tmp_path_factory.mktemp("pretraining")
+  _corpus(work / "corpus.txt")
+  original = google("create_pretraining_data")
+  tokenization = google("tokenization")
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  instances = original.create_training_instances(
+      [str(work / "corpus.txt")], tokenizer, SEQ, 2, 0.15, PRED, 0.1, random.Random(12345))
+  files = [str(work / "data-0.tfrecord"), str(work / "data-1.tfrecord")]
+  original.write_instance_to_example_files(instances, tokenizer, SEQ, PRED, files)
+  (work / "bert_config.json").write_text(CONFIG)
+  return work
+
+
+def _command(work, output_dir, steps, extra=()):
+  return [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+          f"--input_file={work}/data-*.tfrecord", f"--output_dir={output_dir}",
+          f"--bert_config_file={work}/bert_config.json", "--do_train=True",
+          f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+          "--train_batch_size=8", "--eval_batch_size=8", "--learning_rate=2e-3",
+          f"--num_train_steps={steps}", "--num_warmup_steps=2", "--seed=1", *extra]
+
+
+def _env():
+  return {**os.environ, "TF_DETERMINISTIC_OPS": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
+          "PYTHONUNBUFFERED": "1"}
+
+
+def _google_export(output_dir):
+  reader = tf.train.load_checkpoint(os.path.join(output_dir, "google", "bert_model.ckpt"))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def test_pretraining_learns_and_evaluates(workdir, tmp_path):
+  out = tmp_path / "out"
+  result = subprocess.run(
+      _command(workdir, out, 40, ["--do_eval=True", "--steps_per_loop=10",
+                                  "--save_checkpoints_steps=20", "--max_eval_steps=5",
+                                  "--use_tpu=False", "--iterations_per_loop=10"]),
+      capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  assert result.returncode == 0, result.stderr[-3000:]
+  steps = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+  assert [line.split()[1] for line in steps] == ["10/40", "20/40", "30/40", "40/40"]
+  first, last = float(steps[0].split()[3]), float(steps[-1].split()[3])
+  assert last < first - 1.0, (first, last)
+  for needle in ("examples/s", "tokens/s", "ETA"):
+    assert needle in steps[-1]
+  results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+  assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                             "next_sentence_accuracy", "next_sentence_loss"]
+  assert results["global_step"] == "40" and 0 < float(results["masked_lm_accuracy"]) < 1
+  assert os.listdir(out / "summaries" / "train")
+  # Google's names in the export, with both heads.
+  names = set(_google_export(out))
+  modeling = google("modeling")
+  del modeling
+  assert {"bert/embeddings/word_embeddings", "cls/predictions/output_bias",
+          "cls/seq_relationship/output_weights", "global_step"} <= names
+  # An eval-only run from the training checkpoint gives the same numbers again.
+  again = subprocess.run(
+      _command(workdir, out, 40, ["--do_train=False", "--do_eval=True", "--max_eval_steps=5"]),
+      capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert (out / "eval_results.txt").read_text() == "\n".join(
+      f"{k} = {v}" for k, v in sorted(results.items())) + "\n"
+
+
+def test_killed_run_resumes_to_the_same_weights(workdir, tmp_path):
+  steps = 12
+  flags = ["--steps_per_loop=1", "--save_checkpoints_steps=1", "--keep_checkpoint_max=20"]
+  straight = subprocess.run(_command(workdir, tmp_path / "straight", steps, flags),
+                            capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  assert straight.returncode == 0, straight.stderr[-3000:]
+  killed_dir = tmp_path / "killed"
+  process = subprocess.Popen(_command(workdir, killed_dir, steps, flags), cwd=ROOT, env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  for line in process.stdout:  # wait until a few checkpoints are written
+    if line.startswith("step 5/"):
+      break
+  os.kill(process.pid, signal.SIGKILL)
+  process.wait()
+  assert not (killed_dir / "google").exists()
+  resumed = subprocess.run(_command(workdir, killed_dir, steps, flags), capture_output=True,
+                           text=True, cwd=ROOT, timeout=600, env=_env())
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "resumed from" in resumed.stdout
+  a, b = _google_export(tmp_path / "straight"), _google_export(killed_dir)
+  assert a.keys() == b.keys()
+  for name in a:
+    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_bad_flags_are_one_line_errors(workdir, tmp_path):
+  for extra, needle in (
+      (["--max_seq_length=128"], "--max_seq_length 128 exceeds max_position_embeddings 64"),
+      ([f"--input_file={tmp_path}/none-*.tfrecord"], "no input files match"),
+      (["--train_batch_size=7", "--gradient_accumulation_steps=2"], "must divide evenly"),
+      ([f"--bert_config_file={tmp_path}/missing.json"], "config file not found")):
+    result = subprocess.run(_command(workdir, tmp_path / "o", 2, extra), capture_output=True,
+                            text=True, cwd=ROOT, timeout=300, env=_env())
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert needle in result.stderr.strip().splitlines()[-1]
