@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import bert_tf
 from bert_tf.modeling import BertClassifier, BertPretrainer, checkpoints
+from tests.conftest import FIXTURES
 from tests.inference.conftest import FILL_MASK, NEXT_SENTENCE, TINY_VOCAB
 
 TOL = 1e-5
@@ -186,3 +187,23 @@ def test_casing_contradicting_a_google_checkpoint_name(tiny_google, tmp_path):
   with pytest.raises(bert_tf.BertTfError, match="uncased_L-12_H-768_A-12 is a lowercased "
                      "model, so pass --do_lower_case=True"):
     bert_tf.load(str(named), do_lower_case=False)
+
+
+def test_hugging_face_folder_with_heads():
+  """A BertForPreTraining folder: transformers' own probabilities, its own tokenizer's ids
+  (tests/fixtures/make_tiny_hf_pretraining.py)."""
+  folder = FIXTURES / "tiny_hf_pretraining"
+  reference = np.load(folder / "reference.npz")
+  bert = bert_tf.load(str(folder))
+  assert bert.has_masked_lm and bert.has_next_sentence and bert.do_lower_case
+  assert not bert.load_report.missing and not bert.load_report.unexpected
+  texts = [str(t) for t in reference["fill_mask_texts"]]
+  tokens, _ = bert.tokenize(texts)
+  results = bert.fill_mask(texts, top_k=len(TINY_VOCAB))
+  for i, (text_tokens, result) in enumerate(zip(tokens, [[results[0]], results[1]])):
+    assert bert.tokenizer.convert_tokens_to_ids(text_tokens) == list(
+        reference[f"fill_mask_input_ids_{i}"])
+    for candidates, probs in zip(result, reference[f"mask_probs_{i}"]):
+      _check_candidates(candidates, probs, len(TINY_VOCAB))
+  pairs = [tuple(str(t) for t in pair) for pair in reference["next_sentence_pairs"]]
+  np.testing.assert_allclose(bert.next_sentence(pairs), reference["is_next"], atol=TOL)
