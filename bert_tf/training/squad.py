@@ -233,12 +233,14 @@ def _copy_atomically(source, target):
 
 
 def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower_case,
-                 train_file, predict_file, do_train, do_predict, do_eval, max_seq_length,
+                 train_file, predict_file, do_train, do_predict, do_eval, export_dir,
+                 max_seq_length,
                  doc_stride, max_query_length, train_batch_size, predict_batch_size,
                  gradient_accumulation_steps, n_best_size, max_answer_length):
   """The original's ``validate_flags_or_throw`` and more, as one-line ``BertTfError``s."""
-  if not do_train and not do_predict:
-    raise BertTfError("at least one of --do_train or --do_predict must be True")
+  if not (do_train or do_predict or export_dir):
+    raise BertTfError("at least one of --do_train or --do_predict must be True (or an "
+                      "--export_dir to export a fine-tuned checkpoint)")
   if do_eval and not do_predict:
     raise BertTfError("--do_eval scores the predictions of --do_predict: set --do_predict=True")
   if do_train and not train_file:
@@ -311,7 +313,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   _check_flags(bert_config, strategy, vocab_file=vocab_file, init_checkpoint=init_checkpoint,
                do_lower_case=do_lower_case, train_file=train_file, predict_file=predict_file,
                do_train=do_train, do_predict=do_predict, do_eval=do_eval,
-               max_seq_length=max_seq_length, doc_stride=doc_stride,
+               export_dir=export_dir, max_seq_length=max_seq_length, doc_stride=doc_stride,
                max_query_length=max_query_length, train_batch_size=train_batch_size,
                predict_batch_size=predict_batch_size,
                gradient_accumulation_steps=gradient_accumulation_steps,

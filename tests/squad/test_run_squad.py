@@ -216,6 +216,21 @@ def test_v1_scores_are_the_official_scripts(v1_run, official_v1):
                    "global_step = 5"]
 
 
+def test_v1_predict_only_from_the_google_checkpoint(v1_run, uncased_vocab):
+  """Predicting again from the exported Google-format checkpoint (no training) gives the
+  same predictions.json, byte for byte."""
+  tmp, _, _ = v1_run
+  lines = []
+  results = squad.run_squad(
+      _config(), str(uncased_vocab), str(tmp / "again"), tf.distribute.get_strategy(),
+      predict_file=str(V1_SAMPLE), do_predict=True,
+      init_checkpoint=str(tmp / "out" / "google" / "bert_model.ckpt"), predict_batch_size=8,
+      n_best_size=10, max_answer_length=20, progress=lines.append, **LENGTHS)
+  assert "train" not in results and lines[0].startswith("loaded ")
+  assert ((tmp / "again" / "predictions.json").read_bytes() ==
+          (tmp / "out" / "predictions.json").read_bytes())
+
+
 # === SQuAD v2.0, messy input ===
 
 def _messy_v2_train_file(path):
@@ -246,7 +261,7 @@ def test_v2_messy_input_end_to_end(tmp_path, uncased_vocab):
       train_file=str(train_file), predict_file=str(predict_file), do_train=True,
       do_predict=True, do_eval=True, version_2_with_negative=True, train_batch_size=8,
       num_train_epochs=1.0, predict_batch_size=8, seed=2, progress=lines.append,
-      steps_per_loop=5, **LENGTHS)
+      steps_per_loop=5, export_dir=str(tmp_path / "qa"), **LENGTHS)
   qids = [qa["id"] for a in predict_json["data"] for p in a["paragraphs"] for qa in p["qas"]]
   # 25 + 3 questions, "bad_offset" skipped (its text is not at answer_start): int(27/8) = 3.
   assert "examples 27 (1 skipped)" in lines[0]
@@ -272,6 +287,16 @@ def test_v2_messy_input_end_to_end(tmp_path, uncased_vocab):
       100.0 * no_ans_right / scores["NoAns_total"])
   for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert key in scores
+  # The exported question answerer has the run's settings: it answers as predictions.json
+  # (the English questions, where the text mapping is exact).
+  assert results["export"] == str(tmp_path / "qa")
+  answerer = tf.saved_model.load(results["export"])
+  english = [(qa["id"], qa["question"], p["context"])
+             for p in predict_json["data"][0]["paragraphs"][:2] for qa in p["qas"]]
+  served = answerer(tf.constant([q for _, q, _ in english]),
+                    tf.constant([c for _, _, c in english]))
+  for (qid, _, _), text in zip(english, served["answer_text"].numpy()):
+    assert " ".join(text.decode("utf-8").split()) == predictions[qid], qid
 
 
 # === Prediction on two replicas ===
@@ -333,6 +358,8 @@ def test_train_features_cached_until_something_changes(tmp_path, uncased_vocab):
 
 @pytest.mark.parametrize("overrides, message", [
     ({"do_train": False, "do_predict": False}, "at least one of --do_train or --do_predict"),
+    ({"do_train": False, "do_predict": False, "export_dir": "x", "n_best_size": 0},
+     "--n_best_size must be at least 1"),
     ({"do_predict": False, "do_eval": True}, "--do_eval scores the predictions of --do_predict"),
     ({"train_file": None}, "--do_train needs --train_file"),
     ({"train_file": "missing.json"}, "SQuAD file not found (--train_file): "),
