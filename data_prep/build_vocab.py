@@ -1,0 +1,36 @@
+"""Learn a WordPiece vocab.txt from raw text, for pretraining BERT from scratch.
+
+  python data_prep/build_vocab.py --input_file='corpus/*.txt' --vocab_file=vocab.txt \
+    --vocab_size=30522 --do_lower_case=True --num_unused_tokens=99
+
+The vocab has [PAD] at id 0, then the [unusedN] slots, then [UNK] [CLS] [SEP] [MASK], then the
+learned pieces (see ``bert_tf.vocab``).
+"""
+
+from absl import flags
+
+from bert_tf import cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("input_file", None, "Text files or globs (comma-separated).")
+flags.DEFINE_string("vocab_file", None, "Output vocab.txt.")
+flags.DEFINE_integer("vocab_size", 30522, "Tokens in the vocab, special ones included.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase (and strip accents) as an uncased BERT.")
+flags.DEFINE_integer("num_unused_tokens", 0,
+                     "[unusedN] slots after [PAD] (Google's vocabs have 99).")
+flags.DEFINE_integer("min_pair_count", 2, "Stop merging when pairs are rarer than this.")
+flags.mark_flags_as_required(["input_file", "vocab_file"])
+
+
+def main(argv):
+  del argv
+  from bert_tf import vocab  # pylint: disable=import-outside-toplevel
+  tokens = vocab.build_vocab(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
+                             do_lower_case=FLAGS.do_lower_case,
+                             num_unused_tokens=FLAGS.num_unused_tokens,
+                             min_pair_count=FLAGS.min_pair_count)
+  print(f"wrote {len(tokens)} tokens to {FLAGS.vocab_file}")
+
+
+if __name__ == "__main__":
+  cli.run(main)
