@@ -35,6 +35,10 @@ setup(
     extras_require=EXTRAS_REQUIRE,
     entry_points={
         "console_scripts": [
+            "bert_tf=bert_tf.__main__:console_main",
+            "bert_tf_run_pretraining=run_pretraining:console_main",
+            "bert_tf_run_classifier=run_classifier:console_main",
+            "bert_tf_run_squad=run_squad:console_main",
             "bert_tf_extract_features=extract_features:console_main",
         ],
     },
