@@ -184,14 +184,16 @@ def probabilities(logits, is_regression=False):
   return tf.nn.softmax(logits, axis=-1).numpy()
 
 
-def split_prefix(glue_task, split):
-  """Metric key prefix of an eval split: "eval_" (the first) or the task table's own."""
-  return glue_task.eval_splits.get(split, "eval_")
+def eval_results_for_split(glue_task, split, streaming, outputs):
+  """The eval_results.txt entries of one eval split (see the module docstring).
 
-
-def eval_results_for_split(task, glue_task, split, streaming, outputs):
-  """The eval_results.txt entries of one eval split (see the module docstring)."""
-  prefix = split_prefix(glue_task, split)
+  Args:
+    glue_task: the task's `GlueTask` (metrics, key prefix of each eval split).
+    split: the eval split ("dev", "dev_mismatched", ...).
+    streaming: ``run_inference``'s metrics (eval_accuracy, eval_loss, loss).
+    outputs: ``run_inference``'s gathered logits, label_ids, is_real_example.
+  """
+  prefix = glue_task.eval_splits.get(split, "eval_")
   results = {}
   for key, value in streaming.items():
     if key == "loss":  # "loss", "mm_loss"
@@ -407,7 +409,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       streaming, outputs = run_inference(
           strategy, model, task, eval_dataset_fn(eval_file, max_seq_length, eval_batch_size,
                                                  glue_task.is_regression))
-      eval_results.update(eval_results_for_split(task, glue_task, split, streaming, outputs))
+      eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
     eval_results["global_step"] = global_step
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
     results["eval"] = eval_results

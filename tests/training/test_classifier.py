@@ -151,32 +151,29 @@ def test_task_metrics_leave_padding_out():
   # MRPC: real rows TP=1 FP=1 FN=1 -> F1 = 2/(2+1+1); the padding row (label 0, predicted
   # 1) would make it 2/5 if it were counted.
   outputs = _outputs([1, 1, 0, 0, 0], [1, 0, 0, 1, 1], [1, 1, 1, 1, 0])
-  task = classifier.ClassifierTask(CONFIG, 2)
-  got = classifier.eval_results_for_split(task, glue.get_task("MRPC"), "dev", streaming,
+  got = classifier.eval_results_for_split(glue.get_task("MRPC"), "dev", streaming,
                                           outputs)
   assert got == {"eval_accuracy": 0.5, "eval_loss": 0.7, "loss": 0.8, "eval_f1": 0.5}
   # CoLA: Matthews on the real rows: TP=1 TN=1 FP=1 FN=1 -> 0.
-  got = classifier.eval_results_for_split(task, glue.get_task("CoLA"), "dev", streaming,
+  got = classifier.eval_results_for_split(glue.get_task("CoLA"), "dev", streaming,
                                           outputs)
   assert got["eval_mcc"] == 0.0 and set(got) == {"eval_accuracy", "eval_loss", "loss",
                                                  "eval_mcc"}
 
 
 def test_mnli_mismatched_keys():
-  task = classifier.ClassifierTask(CONFIG, 3)
   streaming = {"eval_accuracy": 1.0, "eval_loss": 0.1, "loss": 0.2}
-  got = classifier.eval_results_for_split(task, glue.get_task("MNLI"), "dev_mismatched",
+  got = classifier.eval_results_for_split(glue.get_task("MNLI"), "dev_mismatched",
                                           streaming, _outputs([2, 0], [2, 0], [1, 1], 3))
   assert got == {"eval_mm_accuracy": 1.0, "eval_mm_loss": 0.1, "mm_loss": 0.2}
 
 
 def test_sts_b_correlations_on_real_rows():
-  task = classifier.ClassifierTask(CONFIG, 1, is_regression=True)
   labels = np.array([0.0, 1.0, 2.0, 3.0, 0.0], np.float32)
   scores = np.array([0.0, 1.0, 4.0, 9.0, 100.0], np.float32)    # last row: padding
   outputs = {"logits": scores[:, None], "label_ids": labels,
              "is_real_example": np.array([1, 1, 1, 1, 0])}
-  got = classifier.eval_results_for_split(task, glue.get_task("STS-B"), "dev",
+  got = classifier.eval_results_for_split(glue.get_task("STS-B"), "dev",
                                           {"eval_loss": 1.0, "loss": 1.0}, outputs)
   assert set(got) == {"eval_loss", "loss", "eval_pearson", "eval_spearman"}
   assert got["eval_spearman"] == pytest.approx(1.0)              # monotonic on real rows
