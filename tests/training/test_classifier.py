@@ -247,3 +247,32 @@ def test_vocab_larger_than_the_model_is_an_error(tmp_path, uncased_vocab):
     classifier.run_classifier(CONFIG, "MRPC", str(uncased_vocab), str(tmp_path),
                               tf.distribute.get_strategy(), do_eval=True,
                               data_dir=str(FIXTURES / "glue" / "MRPC"), max_seq_length=16)
+
+
+def test_tfds_gives_the_same_eval_as_the_tsv_files(tmp_path, uncased_vocab):
+  """--tfds reads glue/rte from tensorflow-datasets: served here by TFDS's own mock from the
+  fixture's rows (in TFDS's layout and label ids), it must give the TSV run's eval_results."""
+  tfds = pytest.importorskip("tensorflow_datasets")
+  config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
+  task = glue.get_task("RTE")
+  data_dir = str(FIXTURES / "glue" / "RTE")
+  examples = glue.get_processor("RTE").get_examples(data_dir, "dev")
+  names = tfds.builder(task.tfds.name).info.features["label"].names
+  records = [{"idx": i, task.tfds.text_a: e.text_a, task.tfds.text_b: e.text_b,
+              "label": names.index(e.label)} for i, e in enumerate(examples)]
+
+  def as_dataset(self, split, *args, **kwargs):
+    assert str(split) == "validation"
+    return tf.data.Dataset.from_generator(
+        lambda: iter(records), output_signature=self.info.features.get_tensor_spec())
+
+  def run(out, **kwargs):
+    return classifier.run_classifier(
+        config, "RTE", str(uncased_vocab), str(tmp_path / out), tf.distribute.get_strategy(),
+        max_seq_length=24, do_eval=True, eval_batch_size=2, seed=4, **kwargs)["eval"]
+
+  from_files = run("files", data_dir=data_dir)
+  with tfds.testing.mock_data(as_dataset_fn=as_dataset):
+    from_tfds = run("tfds", use_tfds=True, data_dir=str(tmp_path / "no_tfds_data"))
+  assert from_tfds == from_files and set(from_files) == {"eval_accuracy", "eval_loss", "loss",
+                                                         "global_step"}
