@@ -353,13 +353,13 @@ class InferenceModel:
 
   @tf.function(reduce_retracing=True)
   def _encoder_fn(self, word_ids, mask, type_ids, output_attentions, layers):
-    """``layers``: a tuple of hidden-state indexes (0 = embeddings) to return, so that only
-    those leave the device."""
+    """``layers``: [k] int32 hidden-state indexes (0 = embeddings) to return, so that only
+    those leave the device (a tensor, so that a new choice of layers needs no new trace)."""
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False,
                        output_attentions=output_attentions)
-    every = [out["embedding_output"]] + out["encoder_outputs"]
-    hidden = tf.stack([every[i] for i in layers])  # [k,b,s,H]
+    every = tf.stack([out["embedding_output"]] + out["encoder_outputs"])  # [L+1,b,s,H]
+    hidden = tf.gather(every, layers)  # [k,b,s,H]
     result = {"hidden_states": hidden, "pooled_output": out["pooled_output"]}
     if output_attentions:
       result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
@@ -424,7 +424,8 @@ class InferenceModel:
     if output_attentions:
       attentions = np.zeros((c.num_hidden_layers, b, c.num_attention_heads, s, s), np.float32)
     for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, bool(output_attentions), layers)
+      out = self._encoder_fn(ids, m, types, bool(output_attentions),
+                             np.array(layers, np.int32))
       n = ids.shape[1]  # This batch's length, <= s.
       real = m.astype(np.float32)  # [b,n]: padding positions are zeroed in the outputs, so
       # that they do not depend on which texts shared a batch.
@@ -565,7 +566,7 @@ class InferenceModel:
     tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, False, tuple(indexes))
+      out = self._encoder_fn(ids, m, types, False, np.array(indexes, np.int32))
       if token_pooling == "pooler":
         pooled = out["pooled_output"].numpy()
       else:
@@ -608,7 +609,7 @@ class InferenceModel:
       spans.append((start + 1, end + 1))  # +1 for [CLS].
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
-      out = self._encoder_fn(ids, m, types, False, tuple(indexes))
+      out = self._encoder_fn(ids, m, types, False, np.array(indexes, np.int32))
       per_token = self._combine(out["hidden_states"].numpy(), combine)  # [b,s,D]
       if vectors is None:
         vectors = np.zeros((len(tokens), per_token.shape[-1]), np.float32)
