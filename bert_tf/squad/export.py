@@ -27,14 +27,15 @@ What differs, on purpose: the answer text. The original maps the chosen word pie
 the context by re-tokenizing the whole words they touch and aligning characters
 (``postprocess.get_final_text``); that joins words with single spaces, returns the whole
 words when the alignment fails (accents in NFD form, [UNK], characters that lower-casing
-lengthens) and can pick the wrong occurrence inside them ("s" in "smith's"). Here every word
-piece carries the byte offsets of the context characters it came from (``tokenize_with_offsets``),
-and the answer is exactly ``context[answer_start:answer_end]`` (code point offsets, as SQuAD's
-``answer_start``): the original text, its spacing and accents included. Where a character
-expands into several normalised ones (a Hangul syllable into jamo) and a piece boundary falls
-inside it, the whole character is taken; marks that normalisation drops (combining accents,
-format characters) right after the last piece belong to the answer. When the original's
-alignment works, its answer equals this one with runs of whitespace read as one space.
+lengthens) and can pick the wrong occurrence inside them ("s" in "smith's"). Here every
+word piece carries the byte offsets of the context characters it came from
+(``tokenize_with_offsets``), and the answer is exactly ``context[answer_start:answer_end]``
+(code point offsets, as SQuAD's ``answer_start``): the original text, its spacing and
+accents included. Where a character expands into several normalised ones (a Hangul syllable
+into jamo) and a piece boundary falls inside it, the whole character is taken; marks that
+normalisation drops (combining accents, format characters) right after the last piece
+belong to the answer. Where the original's alignment works (at the right occurrence), its
+answer is this one with each run of whitespace read as one space.
 
 There is no limit on the context length: a long context becomes as many spans as it needs, all
 in one batch of the model call (memory grows with the number of spans).
