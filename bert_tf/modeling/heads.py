@@ -18,6 +18,20 @@ def gather_positions(sequence_output, positions):
   return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
 
 
+def _matmul_transposed(x, weights):
+  """``x [..., H]`` times ``weights [K,H]`` transposed -> ``[..., K]``, as one 2-D matmul.
+
+  A rank-3 ``x`` in ``tf.matmul`` becomes a broadcast batch matmul whose gradient for the
+  shared ``weights`` is a ``[B,K,H]`` tensor summed over B afterwards (for the MLM output
+  layer, B copies of the ``[V,H]`` table); flattening the leading axes gives the same
+  products with one ``[K,H]`` gradient.
+  """
+  hidden = tf.shape(x)[-1]
+  flat = tf.matmul(tf.reshape(x, [-1, hidden]), weights, transpose_b=True)  # [B*P,K]
+  out_shape = tf.concat([tf.shape(x)[:-1], tf.shape(weights)[:1]], axis=0)
+  return tf.reshape(flat, out_shape)
+
+
 class _HeadLayer(bert_layers._ConfigLayer):  # pylint: disable=protected-access
 
   def _output_weights(self, rows, name="output_weights"):
@@ -55,8 +69,7 @@ class MaskedLMHead(_HeadLayer):
     x = gather_positions(sequence_output, masked_lm_positions)  # [B,P,H]
     x = self.transform_layer_norm(self.transform_dense(x))  # [B,P,H] float32
     dtype = self.compute_dtype
-    logits = tf.matmul(tf.cast(x, dtype), tf.cast(embedding_table, dtype),
-                       transpose_b=True)  # [B,P,V]
+    logits = _matmul_transposed(tf.cast(x, dtype), tf.cast(embedding_table, dtype))  # [B,P,V]
     return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
 
 
@@ -82,8 +95,7 @@ class LinearHead(_HeadLayer):
     if self.dropout is not None:
       x = self.dropout(x, training=training)
     dtype = self.compute_dtype
-    logits = tf.matmul(tf.cast(x, dtype), tf.cast(self.output_weights, dtype),
-                       transpose_b=True)
+    logits = _matmul_transposed(tf.cast(x, dtype), tf.cast(self.output_weights, dtype))
     return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
 
   def get_config(self):
