@@ -37,6 +37,9 @@ Shape legend (per record):
   L = max_seq_length, P = max_predictions_per_seq, n = real tokens ([CLS] A [SEP] B [SEP])
 """
 
+import array
+import bisect
+import codecs
 import collections
 import dataclasses
 import glob as _glob
@@ -66,6 +69,8 @@ _READ_CHUNK_BYTES = 1 << 22
 
 # --- the original's random draws --------------------------------------------------------------
 
+CHAR_BASE = 0x10000
+_TOP_BYTE = 3 if sys.byteorder == "little" else 0  # Of a uint32 in memory.
 _TWO_26 = 67108864.0
 _TWO_M53 = 1.0 / 9007199254740992.0
 
@@ -75,16 +80,24 @@ class ReferenceRandom:
 
   CPython builds each draw from the Mersenne Twister's 32-bit words w0, w1, ...:
     random()        two words a, b: ((a >> 5) * 2**26 + (b >> 6)) / 2**53
-    randbelow(n)    k = n.bit_length(); next word w until (w >> (32 - k)) < n; that value
-                    (this is getrandbits(k) with rejection, even for n = 1)
+    randbelow(n)    k = n.bit_length(); the next word w until (w >> (32 - k)) < n; that value
+                    (getrandbits(k) with rejection; even n = 1 takes a word)
     randint(a, b)   a + randbelow(b - a + 1)
     shuffle(x)      for i = len(x)-1 .. 1: swap x[i] and x[randbelow(i + 1)]
-  ``getrandbits(32 * m)`` returns the next m words as one integer, so the words are read in
-  blocks and every draw is a list lookup. The hot loops of ``InstanceMaker`` read ``words``,
-  ``floats`` and ``chars`` directly, at ``pos``:
-    words[q]   the q-th buffered word (int)
-    floats[q]  random() made of words q and q+1
-    chars      str, chars[q] = chr(words[q] >> 17) (the top 15 bits), for regex walks
+  The words are made in blocks by numpy's MT19937 started from the state of
+  ``random.Random(seed)`` (the same generator, so the same words; tests check it), and the
+  hot loops of ``InstanceMaker`` read them at ``pos`` through three views:
+    top8[q]    the top 8 bits of word q (bytes). random() made of words q, q+1 lies in
+               [top8[q] / 256, (top8[q] + 1) / 256): ``random() < 0.5`` is ``top8[q] < 128``
+               exactly, and ``random() < c`` needs the whole words only when
+               top8[q] == floor(256 c) (see ``threshold``).
+    chars[q]   the top 15 bits of word q as a character, chr(CHAR_BASE + top15) (str), for
+               walks in ``re`` and for randbelow(n) with n < 2**15. The characters are
+               outside the BMP because ``re`` compiles a class of such characters as a plain
+               range, but one of BMP characters as a bitmap, one character at a time.
+    words[q]   the word itself (numpy uint32), for everything else.
+  A read past the buffer raises IndexError (or a walk finds no match): the caller calls
+  ``grow`` and makes the same draws again.
   """
 
   def __init__(self, seed, block_words=1 << 16):
@@ -92,45 +105,85 @@ class ReferenceRandom:
       seed: any seed ``random.Random`` accepts (the original passes ``--random_seed``).
       block_words: words read from the generator per refill.
     """
-    self._rng = random.Random(seed)
+    # numpy's MT19937 from the same state makes the same words as random.Random, faster.
+    version, state, _ = random.Random(seed).getstate()
+    del version
+    self._bit_generator = np.random.MT19937()
+    self._bit_generator.state = {"bit_generator": "MT19937", "state": {
+        "key": np.array(state[:624], dtype=np.uint32), "pos": state[624]}}
     self._block = block_words
-    self.words = []
-    self.floats = []
+    self.words = np.zeros([0], np.uint32)
+    self.top8 = b""
     self.chars = ""
     self.pos = 0
 
   def reserve(self, count):
-    """Buffers at least ``count`` unread words after ``pos``; may move ``pos`` (to 0)."""
-    if len(self.words) - self.pos > count:
+    """Buffers at least ``count`` unread words at ``pos``; may move ``pos`` (to 0)."""
+    if self.words.size - self.pos >= count:
       return
-    keep = np.array(self.words[self.pos:], dtype=np.uint32)
-    need = max(count + 1 - keep.size, self._block)
-    raw = self._rng.getrandbits(32 * need).to_bytes(4 * need, sys.byteorder)
-    w = np.concatenate([keep, np.frombuffer(raw, dtype=np.uint32)])
-    self.words = w.tolist()
-    self.floats = (((w[:-1] >> 5) * _TWO_26 + (w[1:] >> 6)) * _TWO_M53).tolist()
-    self.chars = (w >> 17).astype("<u4").tobytes().decode("utf-32-le")
+    keep = self.words[self.pos:]
+    skip = max(0, self.pos - self.words.size)  # Words consumed that were never buffered.
+    need = max(count - keep.size, self._block) + skip
+    w = np.empty([keep.size + need - skip], np.uint32)
+    w[:keep.size] = keep
+    w[keep.size:] = self._bit_generator.random_raw(need)[skip:]
+    self.words = w
+    self.top8 = w.view(np.uint8)[_TOP_BYTE::4].tobytes()
+    top15 = w >> 17
+    top15 += CHAR_BASE
+    self.chars = codecs.utf_32_le_decode(top15.astype("<u4", copy=False))[0]
     self.pos = 0
 
   def grow(self):
-    """Doubles what is buffered (after a draw ran past the end)."""
-    self.reserve(2 * (len(self.words) - self.pos) + self._block)
+    """Buffers twice as many words (after a draw ran past the end)."""
+    self.reserve(2 * max(0, self.words.size - self.pos) + self._block)
+
+  def random_at(self, p):
+    """random() made of the words at ``p`` and ``p + 1`` (exact)."""
+    return ((int(self.words[p]) >> 5) * _TWO_26 + (int(self.words[p + 1]) >> 6)) * _TWO_M53
+
+  def randbelow_at(self, n, p):
+    """(randbelow(n), new p) from the words at ``p``."""
+    k = n.bit_length()
+    if k <= 8:
+      top8, shift = self.top8, 8 - k
+      r = top8[p] >> shift
+      p += 1
+      while r >= n:
+        r = top8[p] >> shift
+        p += 1
+    elif k <= 15:
+      chars, shift = self.chars, 15 - k
+      r = (ord(chars[p]) - CHAR_BASE) >> shift
+      p += 1
+      while r >= n:
+        r = (ord(chars[p]) - CHAR_BASE) >> shift
+        p += 1
+    else:
+      words, shift = self.words, 32 - k
+      r = int(words[p]) >> shift
+      p += 1
+      while r >= n:
+        r = int(words[p]) >> shift
+        p += 1
+    return r, p
+
+  def _draw(self, fn, *args):
+    while True:
+      self.reserve(64)
+      try:
+        value, p = fn(*args, self.pos)
+        self.pos = p
+        return value
+      except IndexError:
+        self.grow()
 
   # Plain draws, one at a time (documents and instances shuffles, tests).
   def random(self):
-    self.reserve(2)
-    value = self.floats[self.pos]
-    self.pos += 2
-    return value
+    return self._draw(lambda p: (self.random_at(p), p + 2))
 
   def randbelow(self, n):
-    shift = 32 - n.bit_length()
-    while True:
-      self.reserve(1)
-      r = self.words[self.pos] >> shift
-      self.pos += 1
-      if r < n:
-        return r
+    return self._draw(self.randbelow_at, n)
 
   def randint(self, a, b):
     return a + self.randbelow(b - a + 1)
@@ -139,90 +192,176 @@ class ReferenceRandom:
     """Shuffles list ``x`` in place exactly as ``random.Random.shuffle``."""
     i = len(x) - 1
     while i > 0:
-      self.reserve(min(i, self._block))
-      words, p, stop = self.words, self.pos, len(self.words)
-      while i > 0 and p < stop:
+      self.reserve(min(i, self._block) + 64)
+      words = self.words.tolist()
+      p, stop = self.pos, len(words)
+      while i > 0:
         n = i + 1
         shift = 32 - n.bit_length()
-        r = words[p] >> shift
-        p += 1
-        if r < n:
-          x[i], x[r] = x[r], x[i]
-          i -= 1
+        q = p
+        while q < stop:
+          j = words[q] >> shift
+          q += 1
+          if j < n:
+            break
+        else:  # The buffer ended within this step: buffer more, redo the step.
+          break
+        x[i], x[j] = x[j], x[i]
+        i -= 1
+        p = q
       self.pos = p
+      if i > 0:
+        self.grow()
 
 
-class _ShuffleWalks:
-  """Where the words of one candidate shuffle end and what it picks, in C (``re``).
+def threshold(c, bits=8):
+  """(lo, exact): with h the top ``bits`` bits of random()'s first word, ``random() < c`` is
+  True when h < lo, False when h > lo, and needs the whole words when h == lo and ``exact``
+  (c * 2**bits is not an integer)."""
+  scale = float(1 << bits)
+  lo = min(int(c * scale), 1 << bits) if c > 0 else 0
+  return lo, c * scale != lo
 
-  A shuffle of n candidates takes one accepted word per step i = n-1 .. 1, skipping rejected
-  ones; a word is accepted at step i iff its top k bits (k = (i+1).bit_length()) are <= i,
-  i.e. iff its top-15-bit character is below (i + 1) << (15 - k). So the whole walk is the
-  regular expression  ([rejected_i]*([accepted_i]))  for i = n-1 .. 1, and the captured
-  characters give the draws. Patterns are compiled for the lengths that are seen often (the
-  full-length one, mostly); the others are walked in Python.
+
+def _chars(lo, hi):
+  """A regex class of the ``ReferenceRandom.chars`` whose top 15 bits are in [lo, hi]."""
+  return "[\\U%08x-\\U%08x]" % (CHAR_BASE + lo, CHAR_BASE + hi)
+
+
+class _Walks:
+  """Where the words of a candidate shuffle and of the mask decisions after it end, in ``re``.
+
+  A shuffle of n candidates takes one accepted word per step: at step m = n .. 2 (randbelow(m)
+  with k = m.bit_length() bits) a word is accepted iff its top k bits are below m, i.e. iff
+  its top 15 bits are below t_m = m << (15 - k); rejected words are skipped. So the walk is
+  the regular expression  [>= t_m]*+[< t_m]  for m = n .. 2, on ``ReferenceRandom.chars``.
+  It is matched in two pieces so that few patterns are compiled (~40 us per step): the steps
+  m = n .. m0 + 1 (m0 = n rounded down to a multiple of 16; one pattern per n, < 16 steps)
+  and the steps m0 .. 2 (one pattern per m0). The lengths seen most (the full-length one)
+  get a single pattern of walk and decisions.
+
+  The mask decisions are regular too when the top 15 bits decide them: random() < 0.8 is
+  certain for top15 < 26214 and excluded for top15 > 26214 (26214 needs all the bits: no
+  match, Python decides); random() < 0.5 is top15 < 16384; randbelow(V) (V < 2**15) takes the
+  first word with top15 < V. One pattern per number of masks k.
   """
 
-  _COMPILE_AFTER = 64  # A pattern costs ~1 ms per step to compile; ~5 us saved per use.
-  _MAX_N = 1 << 15
+  BLOCK = 16
+  HOT_AFTER = 1000  # Uses after which a length gets its single pattern (~5 ms to compile).
 
-  def __init__(self):
-    self._patterns = {}
+  def __init__(self, num_masked, mask_below, vocab_size):
+    """Args:
+      num_masked: n candidates -> number of masks k.
+      mask_below: the 0.8 threshold in top-15-bit units, (lo, exact) = threshold(0.8, 15).
+      vocab_size: V, for the random-word draws.
+    """
+    self._num_masked = num_masked
+    self.hot = {}         # n -> walk "()" decisions, one match
+    self._head = {}       # n -> steps n .. m0+1
+    self._tail = {}       # m0 -> steps m0 .. 2
+    self._decisions = {}  # k -> k decisions
     self._seen = collections.Counter()
+    self._decision = None
+    lo, exact = mask_below
+    if vocab_size < 1 << 15 and 0 < lo < 0x7FFF:
+      any_char = _chars(0, 0x7FFF)
+      self._decision = "(?:%s%s|%s%s(?:%s%s|%s%s%s*+%s))" % (
+          _chars(0, lo - 1), any_char,                        # [MASK]
+          _chars(lo + 1 if exact else lo, 0x7FFF), any_char,  # not [MASK], then:
+          _chars(0, 0x3FFF), any_char,                        # kept
+          _chars(0x4000, 0x7FFF), any_char,                   # random id: randbelow(V)
+          _chars(vocab_size, 0x7FFF), _chars(0, vocab_size - 1))
 
   @staticmethod
-  def _compile(n):
-    parts = []
-    for i in range(n - 1, 0, -1):
-      t = (i + 1) << (15 - (i + 1).bit_length())
-      parts.append("[\\u%04x-\\u7fff]*([\\x00-\\u%04x])" % (t, t - 1))
-    return re.compile("".join(parts))
+  def thresholds(n):
+    """thresholds[i] = t_{i+1}: the bound for the draw that picks the partner of item i."""
+    return [0] + [(i + 1) << (15 - (i + 1).bit_length()) for i in range(1, n)]
 
-  def pattern(self, n):
-    rx = self._patterns.get(n)
-    if rx is None and n < self._MAX_N:
-      self._seen[n] += 1
-      if self._seen[n] >= self._COMPILE_AFTER:
-        rx = self._patterns[n] = self._compile(n)
-    return rx
+  @staticmethod
+  def _steps(m_hi, m_lo):
+    """The regex of steps m = m_hi .. m_lo."""
+    out = []
+    for m in range(m_hi, m_lo - 1, -1):
+      t = m << (15 - m.bit_length())
+      out.append("%s*+%s" % (_chars(t, 0x7FFF), _chars(0, t - 1)))
+    return "".join(out)
 
+  def match(self, chars, p, n):
+    """(end of the walk, end of the decisions) of n candidates from ``p``, or None when no
+    regex decides (a decision needs all bits, or the buffer ends): then walk in Python."""
+    rx = self.hot.get(n)
+    if rx is not None:
+      m = rx.match(chars, p)
+      return None if m is None else (m.end(1), m.end())
+    seen = self._seen[n] = self._seen[n] + 1
+    if self._decision is None or n >= 1 << 15:
+      return None
+    k = self._num_masked(n)
+    if seen >= self.HOT_AFTER:
+      self.hot[n] = re.compile(self._steps(n, 2) + "()" + self._decision * k)
+      return self.match(chars, p, n)
+    walk_end = self._walk_end(chars, p, n)
+    if walk_end is None:
+      return None
+    decisions = self._decisions.get(k)
+    if decisions is None:
+      decisions = self._decisions[k] = re.compile(self._decision * k)
+    m = decisions.match(chars, walk_end)
+    return None if m is None else (walk_end, m.end())
 
-# Shift that turns a top-15-bit character into the draw of step i: SHIFT15[i] = 15 - k.
-def _shift15_table(n):
-  return [0] + [15 - (i + 1).bit_length() for i in range(1, n)]
-
-
-def shuffle_positions(stream_words, p, x, walks, shift15):
-  """Shuffles list ``x`` in place from the words at ``p`` as random.shuffle; returns the end.
-
-  ``stream_words`` is the ``ReferenceRandom`` (its buffers are read directly). Raises
-  IndexError when the buffer ends first (the caller grows it and retries).
-  """
-  n = len(x)
-  if n < 2:
-    return p
-  rx = walks.pattern(n)
-  if rx is not None:
-    m = rx.match(stream_words.chars, p)
+  def _walk_end(self, chars, p, n):
+    """The end of the walk of n candidates from ``p`` (head and tail patterns), or None."""
+    m0 = n - n % self.BLOCK
+    head = self._head.get(n)
+    if head is None:
+      head = self._head[n] = re.compile(self._steps(n, max(m0 + 1, 2)))
+    m = head.match(chars, p)
     if m is None:
-      raise IndexError("random buffer exhausted")
-    i = n - 1
-    for c in m.groups():
-      j = ord(c) >> shift15[i]
-      x[i], x[j] = x[j], x[i]
-      i -= 1
-    return m.end()
-  words = stream_words.words
-  for i in range(n - 1, 0, -1):
-    m = i + 1
-    shift = 32 - m.bit_length()
-    r = words[p] >> shift
-    p += 1
-    while r >= m:
-      r = words[p] >> shift
+      return None
+    p = m.end()
+    if m0 >= 2:
+      tail = self._tail.get(m0)
+      if tail is None:
+        tail = self._tail[m0] = re.compile(self._steps(m0, 2))
+      m = tail.match(chars, p)
+      if m is None:
+        return None
+      p = m.end()
+    return p
+
+  def walk(self, chars, p, n, thresholds):
+    """The end of the walk of n candidates from ``p``; IndexError past the end."""
+    if n < 2:
+      return p
+    if n < 1 << 15:
+      end = self._walk_end(chars, p, n)
+      if end is not None:
+        return end
+    for i in range(n - 1, 0, -1):
+      t = CHAR_BASE + thresholds[i]
+      while ord(chars[p]) >= t:
+        p += 1
       p += 1
-    x[i], x[r] = x[r], x[i]
-  return p
+    return p
+
+
+def shuffle_from_walk(x, walk, thresholds, shift15):
+  """Shuffles list ``x`` in place with the words of its walk (a str of top-15-bit chars)."""
+  q = 0
+  for i in range(len(x) - 1, 0, -1):
+    t = thresholds[i]
+    c = ord(walk[q]) - CHAR_BASE
+    q += 1
+    while c >= t:
+      c = ord(walk[q]) - CHAR_BASE
+      q += 1
+    j = c >> shift15[i]
+    x[i], x[j] = x[j], x[i]
+
+
+def _shift15_table(n):
+  """SHIFT15[i] = 15 - (i + 1).bit_length(): a top-15-bit char -> the draw of step i."""
+  return [0] + [15 - (i + 1).bit_length() for i in range(1, n)]
 
 
 # --- records -----------------------------------------------------------------------------------
@@ -239,26 +378,67 @@ def _varint(value):
       return bytes(out)
 
 
+class _VarintTable:
+  """Protobuf varints of the ints in [0, size) (size < 2**21), looked up for whole arrays."""
+
+  def __init__(self, size):
+    v = np.arange(max(size, 1), dtype=np.uint32)
+    self.bytes = np.stack([(v & 0x7F) | ((v >= 1 << 7) << 7),
+                           ((v >> 7) & 0x7F) | ((v >= 1 << 14) << 7),
+                           (v >> 14) & 0x7F], axis=1).astype(np.uint8)    # [size, 3]
+    self.size = (1 + (v >= 1 << 7) + (v >= 1 << 14)).astype(np.int64)  # [size]
+    self.used = np.arange(3)[None, :] < self.size[:, None]            # [size, 3]
+
+  def encode(self, values, row_start):
+    """Ints of rows laid end to end -> (their varints as bytes, [B] byte size of each row).
+
+    Args:
+      values: [T] ints; row b is values[row_start[b]:row_start[b + 1]] (rows not empty).
+      row_start: [B] increasing offsets, row_start[0] == 0.
+    """
+    data = np.take(self.bytes, values, axis=0)[np.take(self.used, values, axis=0)].tobytes()
+    return data, np.add.reduceat(np.take(self.size, values), row_start).tolist()
+
 
 class RecordEncoder:
-  """Serializes pretraining records as ``tf.train.Example`` bytes, by hand.
+  """Serializes pretraining records as ``tf.train.Example`` bytes, by hand, a batch at a time.
 
   The bytes are the canonical serialization (``SerializeToString(deterministic=True)``: map
   keys sorted) of the Example the original builds. The original's own bytes vary from run to
   run (protobuf's map order is hash-seeded per process) but parse to the same features.
 
   Wire format: Example{1: Features{1: map<string, Feature>}}, each map entry {1: key,
-  2: Feature}, Feature{2: FloatList | 3: Int64List}, lists packed in field 1. For a given
-  feature, everything before its packed values depends only on their byte length, so those
-  prefixes are built once per length.
+  2: Feature}, Feature{2: FloatList | 3: Int64List}, values packed in field 1 of the list.
+  Everything before a feature's packed values depends only on their byte size, so those
+  prefixes are built once per size.
   """
 
   def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq):
-    self.max_seq_length = max_seq_length
-    self.max_predictions_per_seq = max_predictions_per_seq
-    # varint bytes of every id and position (ids are < vocab_size, positions < L).
-    self.varints = [_varint(i) for i in range(max(vocab_size, max_seq_length))]
+    L, P = max_seq_length, max_predictions_per_seq
+    self.max_seq_length, self.max_predictions_per_seq = L, P
+    if max(vocab_size, L) >= 1 << 21:
+      raise BertTfError(f"vocab of {vocab_size} tokens: at most 2**21 are supported")
+    self._varints = _VarintTable(max(vocab_size, L))
     self._prefixes = {name: {} for name in features_lib.PRETRAINING_FEATURE_NAMES}
+    self._input_mask = [self.entry("input_mask", b"\x01" * n + b"\x00" * (L - n))
+                        for n in range(L + 1)]
+    self._weights = [self.entry("masked_lm_weights", struct.pack("<%df" % P,
+                                                                 *([1.0] * k + [0.0] * (P - k))))
+                     for k in range(P + 1)]
+    self._next_sentence = [self.entry("next_sentence_labels", b"\x00"),
+                           self.entry("next_sentence_labels", b"\x01")]
+    self._segment_prefix = self.prefix("segment_ids", L)
+    # Prefixes (and their sizes) of the entries whose size varies, for every possible size.
+    most = 3 * max(L, P) + 1
+    self._prefix_list = {name: [self.prefix(name, size) for size in range(most)]
+                         for name in ("input_ids", "masked_lm_ids", "masked_lm_positions")}
+    self._prefix_size = {name: np.array([len(x) for x in prefixes])
+                         for name, prefixes in self._prefix_list.items()}
+    self._fixed_size = (len(self._input_mask[0]) + len(self._weights[0]) +
+                        len(self._next_sentence[0]) + len(self._segment_prefix) + L)
+    # b"\x0a" + varint(record size): the Example's one field, Features.
+    self._record_head = [b"\x0a" + _varint(size) for size in range(
+        self._fixed_size + 3 * most + 3 * (max(self._prefix_size["input_ids"]) + 1))]
 
   def prefix(self, name, size):
     """The bytes of feature ``name``'s map entry before its ``size`` bytes of packed values."""
@@ -266,47 +446,77 @@ class RecordEncoder:
     prefix = cache.get(size)
     if prefix is None:
       is_float = features_lib.PRETRAINING_FEATURES[name][0] == tf.float32
+      values = (b"\x0a" + _varint(size)) if size else b""             # FloatList/Int64List
+      feature = (b"\x12" if is_float else b"\x1a") + _varint(len(values) + size) + values
       key = b"\x0a" + _varint(len(name)) + name.encode()
-      values = (b"\x0a" + _varint(size)) if size else b""
-      feature_len = len(values) + size
-      feature = (b"\x12" if is_float else b"\x1a") + _varint(feature_len) + values
-      body_len = len(key) + 1 + len(_varint(len(feature) + size)) + len(feature) + size
-      prefix = (b"\x0a" + _varint(body_len) + key + b"\x12" + _varint(len(feature) + size) +
+      body_size = len(key) + 1 + len(_varint(len(feature) + size)) + len(feature) + size
+      prefix = (b"\x0a" + _varint(body_size) + key + b"\x12" + _varint(len(feature) + size) +
                 feature)
       cache[size] = prefix
     return prefix
 
-  def encode(self, input_ids, len_a, masked_lm_positions, masked_lm_ids, is_random_next):
-    """One record, as bytes of a serialized ``tf.train.Example``.
+  def entry(self, name, packed):
+    """A whole map entry of feature ``name`` with packed values ``packed``."""
+    return self.prefix(name, len(packed)) + packed
+
+  def encode_batch(self, tokens, row_start, n_tokens, len_a, masked_lm_positions,
+                   masked_lm_ids, num_masked, random_next):
+    """Records of a batch: a list of B serialized ``tf.train.Example``.
 
     Args:
-      input_ids: list of n ids, [CLS] A [SEP] B [SEP] after masking (n <= L).
-      len_a: number of A tokens (segment 0 is [CLS] A [SEP], segment 1 is B [SEP]).
-      masked_lm_positions: sorted positions of the masked tokens (k <= P of them).
-      masked_lm_ids: the original ids at those positions.
-      is_random_next: whether B is a random sentence (next_sentence_labels 1).
+      tokens: [T] ids after masking of all rows, end to end: row b is
+        tokens[row_start[b]:row_start[b] + n_tokens[b]], [CLS] A [SEP] B [SEP].
+      row_start, n_tokens, len_a: [B]; len_a is the number of A tokens (segment 0 is
+        [CLS] A [SEP], segment 1 is B [SEP]).
+      masked_lm_positions, masked_lm_ids: [B, P], sorted by position, 0-padded.
+      num_masked: [B] real predictions per row; random_next: B bools.
     """
-    varints = self.varints
     L, P = self.max_seq_length, self.max_predictions_per_seq
-    n = len(input_ids)
-    k = len(masked_lm_positions)
-    join = b"".join
-    pad_l = b"\x00" * (L - n)
-    pad_p = b"\x00" * (P - k)
-    ids = join(map(varints.__getitem__, input_ids)) + pad_l
-    lm_ids = join(map(varints.__getitem__, masked_lm_ids)) + pad_p
-    lm_positions = join(map(varints.__getitem__, masked_lm_positions)) + pad_p
-    prefix = self.prefix
-    body = join((
-        prefix("input_ids", len(ids)), ids,
-        prefix("input_mask", L), b"\x01" * n, pad_l,
-        prefix("masked_lm_ids", len(lm_ids)), lm_ids,
-        prefix("masked_lm_positions", len(lm_positions)), lm_positions,
-        prefix("masked_lm_weights", 4 * P), b"\x00\x00\x80\x3f" * k, b"\x00\x00\x00\x00" * (P - k),
-        prefix("next_sentence_labels", 1), b"\x01" if is_random_next else b"\x00",
-        prefix("segment_ids", L), b"\x00" * (len_a + 2), b"\x01" * (n - len_a - 2), pad_l,
-    ))
-    return b"\x0a" + _varint(len(body)) + body
+    B = len(random_next)
+    varints = self._varints
+    ids, ids_size = varints.encode(tokens, row_start)
+    step = np.arange(B) * P
+    lm_ids, lm_ids_size = varints.encode(masked_lm_ids.ravel(), step)
+    lm_positions, lm_positions_size = varints.encode(masked_lm_positions.ravel(), step)
+    span = np.arange(L)[None, :]
+    segments = ((span >= (len_a + 2)[:, None]) & (span < n_tokens[:, None])).astype(np.uint8)
+    segments = segments.tobytes()                                      # [B * L]
+    # Every record's size, for its length prefix: the fixed entries plus the three whose
+    # size varies (input_ids is sa varint bytes and L - n zeros).
+    ids_total = np.array(ids_size) + (L - n_tokens)                    # [B]
+    sb = np.array(lm_ids_size)
+    sc = np.array(lm_positions_size)
+    sizes = (self._fixed_size + ids_total + self._prefix_size["input_ids"][ids_total] +
+             sb + self._prefix_size["masked_lm_ids"][sb] +
+             sc + self._prefix_size["masked_lm_positions"][sc])        # [B]
+    heads = self._record_head
+    input_mask, weights, next_sentence = self._input_mask, self._weights, self._next_sentence
+    ids_prefix = self._prefix_list["input_ids"]
+    lm_ids_prefix = self._prefix_list["masked_lm_ids"]
+    lm_positions_prefix = self._prefix_list["masked_lm_positions"]
+    segment_prefix, join = self._segment_prefix, b"".join
+    zeros = b"\x00" * L
+    records = []
+    a = b = c = d = 0
+    for size, n, k, r, sa, sb, sc, st in zip(sizes.tolist(), n_tokens.tolist(),
+                                             num_masked.tolist(), random_next, ids_size,
+                                             lm_ids_size, lm_positions_size,
+                                             ids_total.tolist()):
+      records.append(join((
+          heads[size],
+          ids_prefix[st], ids[a:a + sa], zeros[n:],
+          input_mask[n],
+          lm_ids_prefix[sb], lm_ids[b:b + sb],
+          lm_positions_prefix[sc], lm_positions[c:c + sc],
+          weights[k],
+          next_sentence[r],
+          segment_prefix, segments[d:d + L],
+      )))
+      a += sa
+      b += sb
+      c += sc
+      d += L
+    return records
 
 
 # --- reading documents ---------------------------------------------------------------------------
@@ -443,57 +653,111 @@ def _line_number(path, offset):
   return count
 
 
-class LineTokenizer:
-  """Raw line -> list of ids, through a ``FullTokenizer``, each distinct word tokenized once."""
+class _WordIds(dict):
+  """word -> bytes of its WordPiece ids (int32, native order), computed on first use."""
 
-  _MAX_WORDS = 1 << 20
+  def __init__(self, tokenizer, max_words):
+    super().__init__()
+    self._vocab = tokenizer.vocab
+    self._tokenize_word = tokenizer.wordpiece_tokenizer.tokenize_word
+    self._max_words = max_words
 
-  def __init__(self, tokenizer):
-    self.tokenizer = tokenizer
-    self.vocab = tokenizer.vocab
-    self._cache = {}
-    # The word-level path is FullTokenizer.tokenize itself when no never_split tokens are set.
-    self._by_word = not getattr(tokenizer, "never_split", ())
-    self._basic = getattr(tokenizer, "basic_tokenizer", None)
-    self._wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)
-    if self._basic is None or not hasattr(self._wordpiece, "tokenize_word"):
-      self._by_word = False
-
-  def __call__(self, text):
-    if not self._by_word:
-      return self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(text))
-    cache = self._cache
-    ids = []
-    for word in self._basic.tokenize(text):
-      pieces = cache.get(word)
-      if pieces is None:
-        vocab = self.vocab
-        pieces = [vocab[piece] for piece in self._wordpiece.tokenize_word(word)]
-        if len(cache) >= self._MAX_WORDS:
-          cache.clear()
-        cache[word] = pieces
-      ids += pieces
+  def __missing__(self, word):
+    vocab = self._vocab
+    ids = array.array("i", [vocab[piece] for piece in self._tokenize_word(word)]).tobytes()
+    if len(self) >= self._max_words:
+      self.clear()
+    self[word] = ids
     return ids
 
 
-def read_documents(sources, line_tokenizer, summary, skip_invalid_utf8=False, documents=None):
-  """Reads sentences into documents as the original: a list of documents of lists of ids.
+class LineTokenizer:
+  """Raw line -> its ids as bytes of int32, through a ``FullTokenizer``.
+
+  With no ``never_split`` tokens, ``FullTokenizer.tokenize`` is basic tokenization then
+  WordPiece word by word, so the ids of each distinct word are computed once and a line's
+  ids are the join of its words' (in C).
+  """
+
+  def __init__(self, tokenizer, max_words=1 << 20):
+    self.tokenizer = tokenizer
+    basic = getattr(tokenizer, "basic_tokenizer", None)
+    wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)
+    self._by_word = (not getattr(tokenizer, "never_split", ()) and basic is not None and
+                     hasattr(wordpiece, "tokenize_word"))
+    if self._by_word:
+      self._basic = basic.tokenize
+      self._ids = _WordIds(tokenizer, max_words).__getitem__
+
+  def __call__(self, text):
+    if not self._by_word:
+      ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(text))
+      return array.array("i", ids).tobytes()
+    return b"".join(map(self._ids, self._basic(text)))
+
+
+class Corpus:
+  """Documents of sentences of ids, stored flat (the original holds lists of lists of tokens).
+
+    tokens           bytearray of int32: the ids of every sentence, one after the other
+    sentence_start   list: sentence s is ids sentence_start[s] .. sentence_start[s + 1] - 1
+                     (a list, not an array, because bisecting it is the hot loop)
+    documents        list of (first sentence, end sentence): document d is sentences
+                     documents[d][0] .. documents[d][1] - 1
+  """
+
+  def __init__(self):
+    self.tokens = bytearray()
+    self.sentence_start = [0]
+    self.documents = []
+    self._open = 0  # First sentence of the document being read.
+
+  def add_sentence(self, ids):
+    """Appends a sentence, its ids as bytes of int32."""
+    self.tokens += ids
+    self.sentence_start.append(len(self.tokens) >> 2)
+
+  def token_array(self):
+    """[T] int32 view of all the ids."""
+    return np.frombuffer(self.tokens, np.int32) if self.tokens else np.zeros([0], np.int32)
+
+  def end_document(self):
+    """A blank line: the document being read ends (maybe empty) and another one starts."""
+    end = len(self.sentence_start) - 1
+    self.documents.append((self._open, end))
+    self._open = end
+
+  def close(self, summary):
+    """Ends the last document, drops the empty ones (counted in ``summary``)."""
+    self.end_document()
+    kept = [d for d in self.documents if d[1] > d[0]]
+    summary.empty_documents += len(self.documents) - len(kept)
+    summary.documents += len(kept)
+    summary.sentences += len(self.sentence_start) - 1
+    summary.one_sentence_documents += sum(1 for s, e in kept if e - s == 1)
+    summary.one_document_corpora += len(kept) == 1
+    summary.corpus_tokens += len(self.tokens) >> 2
+    self.documents = kept
+    return self
+
+
+def read_corpus(sources, line_tokenizer, summary, skip_invalid_utf8=False):
+  """Reads one-sentence-per-line text as the original: a ``Corpus``.
+
+  A blank line (empty once stripped) ends a document; a document goes on from one file to the
+  next; a line that tokenizes to nothing is no sentence; empty documents are dropped.
 
   Args:
     sources: iterable of (path, start byte, end byte or None).
     line_tokenizer: a ``LineTokenizer``.
     summary: a ``Summary`` whose counters are updated.
     skip_invalid_utf8: skip (and count) lines that are not UTF-8 instead of failing.
-    documents: documents to continue (the original's last document goes on in the next file).
-  Returns:
-    the documents, empty ones included (the caller drops them, as the original).
   Raises:
     BertTfError: a line is not valid UTF-8 (unless skipped).
   """
-  if documents is None:
-    documents = [[]]
+  corpus = Corpus()
   for path, start, end in sources:
-    tokens_before = summary.corpus_tokens
+    tokens_before = len(corpus.tokens)
     for offset, raw in _iter_lines(path, start, end):
       summary.lines += 1
       try:
@@ -508,28 +772,16 @@ def read_documents(sources, line_tokenizer, summary, skip_invalid_utf8=False, do
             f"{path}:{_line_number(path, offset)}: invalid UTF-8 at byte {e.start + 1} of the "
             "line (fix the file or pass --skip_invalid_utf8)") from None
       if not line:
-        documents.append([])
+        corpus.end_document()
         continue
       ids = line_tokenizer(line)
       if ids:
-        documents[-1].append(ids)
-        summary.corpus_tokens += len(ids)
-    if summary.corpus_tokens == tokens_before:
+        corpus.add_sentence(ids)
+    if len(corpus.tokens) == tokens_before:
       summary.empty_files += 1
       logger.warning("%s: no text%s", path, "" if start == 0 and end is None else
                      f" in bytes {start}-{end}")
-  return documents
-
-
-def _drop_empty(documents, summary):
-  kept = [d for d in documents if d]
-  summary.empty_documents += len(documents) - len(kept)
-  summary.documents += len(kept)
-  summary.sentences += sum(len(d) for d in kept)
-  summary.one_sentence_documents += sum(1 for d in kept if len(d) == 1)
-  if len(kept) == 1:
-    summary.one_document_corpora += 1
-  return kept
+  return corpus.close(summary)
 
 
 # --- instances -----------------------------------------------------------------------------------
@@ -580,20 +832,61 @@ def special_token_ids(vocab, vocab_file="vocab"):
   return vocab[CLS], vocab[SEP], vocab[MASK]
 
 
-_KEEP = -1  # A masking decision: keep the original token (else: [MASK] id or a random id).
+_MASKED = -1  # Masking decisions: [MASK], keep the original, or (>= 0) a random id.
+_KEPT = -2
+# random() < 0.5 is top8 < 128; translate() marks those bytes with 1.
+_BELOW_HALF = bytes(1 if i < 128 else 0 for i in range(256))
+
+
+class _Batch:
+  """What ``InstanceMaker.add_document`` leaves for ``_encode_batch``.
+
+  Instance tokens are [CLS] A [SEP] B [SEP], A and B being ranges of ``Corpus.tokens``.
+  """
+
+  def __init__(self):
+    self.ranges = []       # flat: a_start, a_stop, b_start, b_stop of every instance
+    self.random_next = []  # per instance: bool
+    self.num_masked = []   # per instance: k
+    # No WWM: the words (ReferenceRandom.chars) of the candidate shuffle and, unless the
+    # decisions were made in Python, of the mask decisions after it.
+    self.regions = []      # per instance: str
+    self.walk_len = []     # per instance: words of the shuffle
+    # Decisions made in Python (_MASKED, _KEPT or a random id, in masking order).
+    self.explicit = []     # the instances (batch rows) that have them
+    self.decisions = []    # flat, for those instances in order
+    self.picked = []       # flat: masked positions in masking order (WWM only)
+
+  def __len__(self):
+    return len(self.random_next)
 
 
 class InstanceMaker:
-  """Turns documents (lists of sentences of ids) into serialized records, draw for draw as the
-  original's ``create_instances_from_document`` + ``create_masked_lm_predictions`` +
-  ``write_instance_to_example_files``."""
+  """Turns a ``Corpus`` into serialized records, draw for draw as the original's
+  ``create_instances_from_document`` + ``create_masked_lm_predictions`` +
+  ``write_instance_to_example_files``.
 
-  def __init__(self, vocab, options, summary, vocab_file="vocab"):
+  Two passes. ``add_document`` makes every draw, in order, and keeps only what later steps
+  need: token ranges (chunks and random-next segments are found by bisecting sentence
+  offsets), how much truncation cuts at each end (the side follows from the lengths, only
+  front/back is drawn), where the words of the candidate shuffle and of the mask decisions
+  end (found by regexes: which candidates the shuffle picks changes no later draw).
+  ``_encode_batch`` then gathers the tokens, replays the shuffles and decisions of a batch of
+  instances together in numpy, applies the masks and serializes. With whole-word masking the
+  picks decide later draws, so the shuffle is replayed at once.
+  """
+
+  BATCH = 2048
+
+  def __init__(self, corpus, vocab, options, summary, vocab_file="vocab"):
     """Args:
+      corpus: the ``Corpus`` (its documents may be reordered by the caller).
       vocab: token -> id (ordered as vocab.txt; ids 0..V-1).
       options: ``InstanceOptions``.
       summary: a ``Summary`` whose instance counters are updated.
     """
+    self.corpus = corpus
+    self.corpus_tokens = corpus.token_array()
     self.options = options
     self.summary = summary
     self.cls_id, self.sep_id, self.mask_id = special_token_ids(vocab, vocab_file)
@@ -601,188 +894,245 @@ class InstanceMaker:
     L, P, prob = options.max_seq_length, options.max_predictions_per_seq, options.masked_lm_prob
     # num_to_predict for n tokens, and whether max_predictions_per_seq lowered it.
     self.num_to_predict = [min(P, max(1, int(round(n * prob)))) for n in range(L + 1)]
-    self.capped = [max(1, int(round(n * prob))) > P for n in range(L + 1)]
+    self.capped = np.array([max(1, int(round(n * prob))) > P for n in range(L + 1)])
     self.encoder = RecordEncoder(self.vocab_size, L, P)
-    self.is_continuation = None
+    self.continuation = None
     if options.do_whole_word_mask:
-      self.is_continuation = bytearray(self.vocab_size)
+      is_continuation = np.zeros([self.vocab_size], np.uint8)
       for token, i in vocab.items():
         if token.startswith("##"):
-          self.is_continuation[i] = 1
-    self.walks = _ShuffleWalks()
+          is_continuation[i] = 1
+      self.continuation = is_continuation[self.corpus_tokens].tobytes()  # per corpus token
+    self._mask8 = threshold(0.8, 8)
+    self._mask15 = threshold(0.8, 15)
+    # Masks for n candidates.
+    self.num_masked = [min(self.num_to_predict[min(n + 3, L)], n) for n in range(L + 1)]
+    self.walks = _Walks(self.num_masked.__getitem__, self._mask15, self.vocab_size)
+    self.thresholds = _Walks.thresholds(max(L, 2))
     self.shift15 = _shift15_table(max(L, 2))
+    # Runs of masks that are [MASK] for sure (random() < 0.8: top8 < 204), two bytes each.
+    self._mask_run = re.compile(b"(?:[\\x00-\\x%02x][\\x00-\\xff])*" % (self._mask8[0] - 1))
     # Enough words for one instance almost always (a draw past the end is retried).
-    self._reserve = 4096 + 8 * L
+    self._reserve = 4096 + 16 * L
+    self._batch = _Batch()
 
-  def add_document(self, documents, doc_index, rng, records):
-    """Appends the records of ``documents[doc_index]`` to ``records``."""
+  def flush(self, records):
+    """Serializes the instances made so far into ``records``."""
+    if len(self._batch):
+      records.extend(self._encode_batch(self._batch))
+      self._batch = _Batch()
+
+  def add_document(self, doc_index, rng, records):
+    """Makes the instances of document ``doc_index``; their records go to ``records``.
+
+    One loop per instance, in the original's order of draws. The words are read at ``p``
+    (rng.pos is brought up to date at the end); a read past the buffered words raises
+    IndexError before anything is recorded, and the instance is made again with more words.
+    """
     opts = self.options
-    document = documents[doc_index]
+    documents = self.corpus.documents
+    n_documents = len(documents)
+    starts = self.corpus.sentence_start
+    bisect_left = bisect.bisect_left
+    first, end = documents[doc_index]
     max_num_tokens = opts.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < opts.short_seq_prob:
       target = rng.randint(2, max_num_tokens)
-    chunk = []
-    length = 0
-    i = 0
-    while i < len(document):
-      segment = document[i]
-      chunk.append(segment)
-      length += len(segment)
-      if i == len(document) - 1 or length >= target:
-        while True:
-          rng.reserve(self._reserve)
-          try:
-            p, record, unused = self._instance(documents, doc_index, chunk, target, rng, rng.pos)
-            break
-          except IndexError:  # The buffered words ran out: more, and the same draws again.
-            rng.grow()
+    batch = self._batch
+    wwm = self.continuation is not None
+    hot, match = self.walks.hot, self.walks.match
+    num_masked_of = self.num_masked
+    reserve = self._reserve
+    p = rng.pos
+    top8, chars = rng.top8, rng.chars
+    chunk = first
+    while chunk < end:
+      # The chunk is sentences chunk .. chunk_end-1: up to the first that brings it to
+      # ``target`` tokens, or to the end of the document.
+      chunk_end = bisect_left(starts, starts[chunk] + target, chunk + 1, end)
+      n_chunk = chunk_end - chunk
+      if len(top8) - p < reserve:
         rng.pos = p
-        records.append(record)
-        i -= unused
-        chunk = []
-        length = 0
-      i += 1
-
-  def _instance(self, documents, doc_index, chunk, target, rng, p):
-    """One instance from ``chunk`` with the words at ``p``: (new p, record, unused segments)."""
-    words, floats = rng.words, rng.floats
-    summary = self.summary
-    max_num_tokens = self.options.max_seq_length - 3
-    n_chunk = len(chunk)
-    a_end = 1
-    if n_chunk >= 2:  # randint(1, n_chunk - 1)
-      n = n_chunk - 1
-      shift = 32 - n.bit_length()
-      r = words[p] >> shift
-      p += 1
-      while r >= n:
-        r = words[p] >> shift
-        p += 1
-      a_end = 1 + r
-    tokens_a = []
-    for segment in chunk[:a_end]:
-      tokens_a += segment
-    unused = 0
-    if n_chunk == 1:
-      is_random_next = True
-    else:
-      is_random_next = floats[p] < 0.5
-      p += 2
-    if is_random_next:
-      target_b = target - len(tokens_a)
-      n = len(documents)
-      shift = 32 - n.bit_length()
-      for _ in range(10):  # randint(0, len(documents) - 1), up to 10 tries for another one
-        r = words[p] >> shift
-        p += 1
-        while r >= n:
-          r = words[p] >> shift
-          p += 1
-        if r != doc_index:
-          break
-      random_document = documents[r]
-      n = len(random_document)
-      shift = 32 - n.bit_length()
-      start = words[p] >> shift
-      p += 1
-      while start >= n:
-        start = words[p] >> shift
-        p += 1
-      tokens_b = []
-      for j in range(start, n):
-        tokens_b += random_document[j]
-        if len(tokens_b) >= target_b:
-          break
-      unused = n_chunk - a_end
-    else:
-      tokens_b = []
-      for segment in chunk[a_end:]:
-        tokens_b += segment
-
-    # truncate_seq_pair: trim the longer side (B on ties), front or back with probability 1/2.
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    if len_a + len_b > max_num_tokens:
-      a_lo, a_hi, b_lo, b_hi = 0, len_a, 0, len_b
-      while len_a + len_b > max_num_tokens:
-        front = floats[p] < 0.5
-        p += 2
-        if len_a > len_b:
-          if front:
-            a_lo += 1
+        rng.reserve(reserve)
+        p, top8, chars = rng.pos, rng.top8, rng.chars
+      while True:
+        try:
+          q = p
+          a_end = 1
+          if n_chunk >= 2:  # randint(1, n_chunk - 1); getrandbits(k) is top8 >> (8 - k).
+            n = n_chunk - 1
+            if n < 256:
+              shift = 8 - n.bit_length()
+              a_end = top8[q] >> shift
+              q += 1
+              while a_end >= n:
+                a_end = top8[q] >> shift
+                q += 1
+            else:
+              a_end, q = rng.randbelow_at(n, q)
+            a_end += 1
+          a_start, a_stop = starts[chunk], starts[chunk + a_end]
+          unused = 0
+          if n_chunk == 1:
+            is_random_next = True
           else:
-            a_hi -= 1
-          len_a -= 1
-        else:
-          if front:
-            b_lo += 1
+            is_random_next = top8[q] < 128  # random() < 0.5
+            q += 2
+          if is_random_next:
+            for _ in range(10):  # randint(0, len(documents) - 1), up to 10 tries
+              random_index, q = rng.randbelow_at(n_documents, q)
+              if random_index != doc_index:
+                break
+            random_first, random_end = documents[random_index]
+            n = random_end - random_first
+            if n < 256:
+              shift = 8 - n.bit_length()
+              random_start = top8[q] >> shift
+              q += 1
+              while random_start >= n:
+                random_start = top8[q] >> shift
+                q += 1
+            else:
+              random_start, q = rng.randbelow_at(n, q)
+            random_start += random_first
+            # From random_start until B has target - len(A) tokens or the document ends.
+            b_end = bisect_left(starts, starts[random_start] + target - (a_stop - a_start),
+                                random_start + 1, random_end)
+            b_start, b_stop = starts[random_start], starts[b_end]
+            unused = n_chunk - a_end
           else:
-            b_hi -= 1
-          len_b -= 1
-      tokens_a = tokens_a[a_lo:a_hi]
-      tokens_b = tokens_b[b_lo:b_hi]
+            b_start, b_stop = a_stop, starts[chunk_end]
 
-    tokens = [self.cls_id] + tokens_a + [self.sep_id] + tokens_b + [self.sep_id]
-    n_tokens = len(tokens)
-    num_to_predict = self.num_to_predict[n_tokens]
-    if self.is_continuation is None:
-      # Candidates are all positions but [CLS] and the [SEP]s, as indexes 0 .. len_a+len_b-1
-      # (index c is position c + 1 in A, c + 2 in B); the first num_to_predict after the
-      # shuffle are masked.
-      cand = list(range(len_a + len_b))
-      p = shuffle_positions(rng, p, cand, self.walks, self.shift15)
-      picked = [c + 1 if c < len_a else c + 2 for c in cand[:num_to_predict]]
-    else:
-      picked, p = self._whole_word_candidates(tokens, len_a, num_to_predict, rng, p)
-    masked = []
-    output = list(tokens)
-    mask_id = self.mask_id
-    vocab_size = self.vocab_size
-    shift = 32 - vocab_size.bit_length()
-    for position in picked:
-      if floats[p] < 0.8:
-        output[position] = mask_id
+          # truncate_seq_pair: pop from the longer side (B on ties), at the front or the back
+          # with probability 1/2, one draw (two words) per pop. The sides follow from the
+          # lengths: the longer side until the two are level, then the other and this one in
+          # turn; so only the numbers of front pops are counted.
+          len_a, len_b = a_stop - a_start, b_stop - b_start
+          pops = len_a + len_b - max_num_tokens
+          if pops > 0:
+            if q + 2 * pops - 2 >= len(top8):
+              raise IndexError("random buffer exhausted")
+            fronts = top8[q:q + 2 * pops - 1:2].translate(_BELOW_HALF)  # 1: pop the front
+            q += 2 * pops
+            first_side = min(len_a - len_b if len_a > len_b else len_b - len_a + 1, pops)
+            rest = fronts[first_side:]
+            first_fronts = fronts[:first_side].count(1) + rest[1::2].count(1)
+            first_pops = first_side + len(rest) // 2
+            other_fronts = rest[0::2].count(1)
+            other_pops = (len(rest) + 1) // 2
+            if len_a > len_b:
+              a_start += first_fronts
+              a_stop -= first_pops - first_fronts
+              b_start += other_fronts
+              b_stop -= other_pops - other_fronts
+            else:
+              b_start += first_fronts
+              b_stop -= first_pops - first_fronts
+              a_start += other_fronts
+              a_stop -= other_pops - other_fronts
+            len_a, len_b = a_stop - a_start, b_stop - b_start
+
+          n_cand = len_a + len_b
+          decisions = picked = None
+          if not wwm:
+            # The candidate shuffle and the mask decisions: only where their words end.
+            num_masked = num_masked_of[n_cand]
+            rx = hot.get(n_cand)
+            if rx is not None:
+              m = rx.match(chars, q)
+              ends = None if m is None else (m.end(1), m.end())
+            else:
+              ends = match(chars, q, n_cand)
+            if ends is None:  # A decision needs all the bits (or the buffer ended).
+              walk_end = self.walks.walk(chars, q, n_cand, self.thresholds)
+              decisions, q_end = self._decide(num_masked, rng, walk_end)
+            else:
+              walk_end, q_end = ends
+            region = chars[q:q_end]
+            walk_len = walk_end - q
+            q = q_end
+          else:
+            picked, q = self._whole_word_picks(a_start, len_a, b_start, len_b,
+                                               self.num_to_predict[n_cand + 3], chars, q)
+            num_masked = len(picked)
+            decisions, q = self._decide(num_masked, rng, q)
+          break
+        except IndexError:  # The buffered words ran out: more, and the same draws again.
+          rng.pos = p
+          rng.grow()
+          p, top8, chars = rng.pos, rng.top8, rng.chars
+
+      p = q
+      batch.ranges += (a_start, a_stop, b_start, b_stop)
+      batch.random_next.append(is_random_next)
+      batch.num_masked.append(num_masked)
+      if decisions is not None:
+        batch.explicit.append(len(batch.random_next) - 1)
+        batch.decisions += decisions
+      if wwm:
+        batch.picked += picked
+      else:
+        batch.regions.append(region)
+        batch.walk_len.append(walk_len)
+      if len(batch.random_next) >= self.BATCH:
+        rng.pos = p
+        self.flush(records)
+        batch = self._batch
+      chunk = chunk_end - unused
+    rng.pos = p
+
+  def _decide(self, num_masked, rng, p):
+    """The mask decisions in Python: (list of _MASKED, _KEPT or a random id; new p).
+
+    Per mask: random() < 0.8 -> [MASK]; else random() < 0.5 -> kept; else a random id.
+    """
+    top8 = rng.top8
+    decisions = []
+    remaining = num_masked
+    lo8, exact8 = self._mask8
+    mask_run = self._mask_run.match
+    while remaining:
+      run = (mask_run(top8, p, p + 2 * remaining).end() - p) >> 1
+      if run:
+        decisions += [_MASKED] * run
+        p += 2 * run
+        remaining -= run
+        if not remaining:
+          break
+      h = top8[p]
+      if h < lo8 or (h == lo8 and exact8 and rng.random_at(p) < 0.8):
+        decisions.append(_MASKED)
         p += 2
-      elif floats[p + 2] < 0.5:
+      elif top8[p + 2] < 128:
+        decisions.append(_KEPT)
         p += 4
       else:
-        p += 4
-        r = words[p] >> shift
-        p += 1
-        while r >= vocab_size:
-          r = words[p] >> shift
-          p += 1
-        output[position] = r
-      masked.append((position, tokens[position]))
-    masked.sort()
-    positions = [m[0] for m in masked]
-    labels = [m[1] for m in masked]
-    record = self.encoder.encode(output, len_a, positions, labels, is_random_next)
-    summary.instances += 1
-    summary.tokens += n_tokens
-    summary.masked += len(masked)
-    summary.random_next += is_random_next
-    summary.capped += self.capped[n_tokens]
-    return p, record, unused
+        r, p = rng.randbelow_at(self.vocab_size, p + 4)
+        decisions.append(r)
+      remaining -= 1
+    return decisions, p
 
-  def _whole_word_candidates(self, tokens, len_a, num_to_predict, rng, p):
+  def _whole_word_picks(self, a_start, len_a, b_start, len_b, num_to_predict, chars, p):
     """The later original's whole-word selection: (positions in masking order, new p).
 
-    Words are a piece and the ``##`` pieces after it (across the middle [SEP] too, as in the
+    A word is a piece and the ``##`` pieces after it (across the middle [SEP] too, as in the
     original); words are shuffled; a word that would take the count past num_to_predict is
-    skipped. Raises IndexError when the buffer ends.
+    skipped.
     """
-    is_cont = self.is_continuation
+    cont = self.continuation
+    flags = cont[a_start:a_start + len_a] + b"\x00" + cont[b_start:b_start + len_b]
     groups = []
-    n_tokens = len(tokens)
-    for position in range(1, n_tokens - 1):
-      if position == len_a + 1:
+    for k, is_cont in enumerate(flags):
+      if k == len_a:  # The middle [SEP].
         continue
-      if groups and is_cont[tokens[position]]:
-        groups[-1].append(position)
+      if is_cont and groups:
+        groups[-1].append(k + 1)
       else:
-        groups.append([position])
-    p = shuffle_positions(rng, p, groups, self.walks, self.shift15)
+        groups.append([k + 1])
+    start = p
+    p = self.walks.walk(chars, p, len(groups), self.thresholds)
+    shuffle_from_walk(groups, chars[start:p], self.thresholds, self.shift15)
     picked = []
     for group in groups:
       if len(picked) >= num_to_predict:
@@ -792,17 +1142,163 @@ class InstanceMaker:
       picked += group
     return picked, p
 
+  def _encode_batch(self, batch):
+    """Gathers tokens, replays the candidate shuffles, applies the masks, serializes.
 
-def records_from_documents(documents, maker, rng, dupe_factor):
-  """The original's create_training_instances after reading: records, shuffled.
+    Shapes: B instances, T = their tokens in all, P = max_predictions_per_seq.
+    """
+    L, P = self.options.max_seq_length, self.options.max_predictions_per_seq
+    B = len(batch)
+    ranges = np.array(batch.ranges, np.int64).reshape(B, 4)            # [B, 4]
+    a_start, b_start = ranges[:, 0], ranges[:, 2]
+    len_a = ranges[:, 1] - a_start                                     # [B]
+    len_b = ranges[:, 3] - b_start                                     # [B]
+    n_tokens = len_a + len_b + 3                                       # [B]
+    row_start = np.cumsum(n_tokens) - n_tokens                         # [B] into the T tokens
+    # [CLS] A [SEP] B [SEP]: five pieces per row, gathered from the corpus (the 1-token
+    # pieces read token 0 and are overwritten).
+    ones = np.ones_like(len_a)
+    zeros = np.zeros_like(a_start)
+    piece_len = np.stack([ones, len_a, ones, len_b, ones], axis=1).ravel()      # [5B]
+    piece_src = np.stack([zeros, a_start, zeros, b_start, zeros], axis=1).ravel()  # [5B]
+    piece_out = np.cumsum(piece_len) - piece_len
+    total = int(n_tokens.sum())
+    index = np.repeat(piece_src - piece_out, piece_len) + np.arange(total)  # [T]
+    tokens = self.corpus_tokens[index] if total else np.zeros([0], np.int32)  # [T]
+    tokens[row_start] = self.cls_id
+    tokens[row_start + len_a + 1] = self.sep_id
+    tokens[row_start + n_tokens - 1] = self.sep_id
 
-  ``documents`` are already without empty ones; they are shuffled in place first.
+    num_masked = np.array(batch.num_masked, np.int64)                  # [B]
+    slot = np.arange(P)[None, :] < num_masked[:, None]                 # [B, P] real predictions
+    explicit = np.zeros([B], bool)                                     # [B] decided in Python
+    explicit[batch.explicit] = True
+    decisions = np.zeros([B, P], np.int64)
+    if self.continuation is None:
+      # The words of every region, end to end (zeros after, for reads past the end).
+      words = np.frombuffer("".join(batch.regions).encode("utf-32-le"), "<u4").astype(np.int32)
+      words = np.concatenate([words - CHAR_BASE, np.zeros([8], np.int32)])  # [W + 8]
+      region_len = np.fromiter(map(len, batch.regions), np.int64, B)
+      region_start = np.cumsum(region_len) - region_len                # [B]
+      cand = _first_picks(words, region_start, len_a + len_b, P, self.thresholds,
+                          self.shift15)                                # [B, P]
+      positions = cand + 1 + (cand >= len_a[:, None])                  # skip [CLS], middle [SEP]
+      implicit = ~explicit
+      decisions[implicit] = _decode_decisions(
+          words, (region_start + np.array(batch.walk_len, np.int64))[implicit],
+          num_masked[implicit], P, self._mask15[0], self.vocab_size)
+    else:
+      positions = np.zeros([B, P], np.int64)
+      positions[slot] = batch.picked
+    decisions[slot & explicit[:, None]] = batch.decisions
+    # Sorted by position; then padding (position 0, id 0).
+    order = np.argsort(np.where(slot, positions, L + 1), axis=1, kind="stable")
+    positions = np.where(slot, np.take_along_axis(positions, order, axis=1), 0)    # [B, P]
+    decisions = np.take_along_axis(decisions, order, axis=1)                       # [B, P]
+    flat = (row_start[:, None] + positions)[slot]                      # [K] masked, in T
+    masked_lm_ids = np.zeros([B, P], np.int64)
+    masked_lm_ids[slot] = tokens[flat]
+    decided = decisions[slot]
+    tokens[flat] = np.where(decided == _MASKED, self.mask_id,
+                            np.where(decided == _KEPT, tokens[flat], decided))
+
+    summary = self.summary
+    summary.instances += B
+    summary.tokens += total
+    summary.masked += int(num_masked.sum())
+    summary.random_next += sum(batch.random_next)
+    summary.capped += int(self.capped[n_tokens].sum())
+    return self.encoder.encode_batch(tokens, row_start, n_tokens, len_a, positions,
+                                     masked_lm_ids, num_masked, batch.random_next)
+
+
+def _first_picks(words, start, n_cand, count, thresholds, shift15):
+  """The first ``count`` items of each ``random.shuffle(list(range(n_cand[b])))``, replayed
+  from the words of its walk, for all rows at once: [B, count] (-1 past n_cand).
+
+  Fisher-Yates in lockstep: step i (i = n_max-1 .. 1) swaps pool[i] and pool[j] in every row
+  with n_cand > i, j read from the row's next accepted word (rejected ones are skipped).
+
+  Args:
+    words: [W] top-15-bit words; row b's walk starts at words[start[b]].
+    start, n_cand: [B].
   """
-  rng.shuffle(documents)
+  B = len(n_cand)
+  order = np.argsort(-n_cand, kind="stable")                           # longest first
+  n_sorted = n_cand[order]
+  ptr = start[order].copy()                                            # [B] next word per row
+  n_max = int(n_sorted[0]) if B else 0
+  size = max(n_max, count)
+  pool = np.repeat(np.arange(size, dtype=np.int32)[:, None], B, axis=1).ravel()  # [size * B]
+  active = np.searchsorted(-n_sorted, -np.arange(n_max + 1), side="left")  # rows with n > i
+  cols = np.arange(B)
+  for i in range(n_max - 1, 0, -1):
+    a = int(active[i])
+    t = thresholds[i]
+    ptr_a = ptr[:a]
+    v = words[ptr_a]
+    bad = np.flatnonzero(v >= t)
+    while bad.size:
+      ptr_a[bad] += 1
+      vb = words[ptr_a[bad]]
+      v[bad] = vb
+      bad = bad[vb >= t]
+    ptr_a += 1
+    here = i * B + cols[:a]                                            # pool[i, row]
+    there = (v >> shift15[i]) * B + cols[:a]                           # pool[j, row]
+    pool_here = pool[here]
+    pool[here] = pool[there]
+    pool[there] = pool_here
+  picks = np.empty([B, count], np.int64)
+  picks[order] = pool.reshape(size, B)[:count].T
+  picks[np.arange(count)[None, :] >= n_cand[:, None]] = -1
+  return picks
+
+
+def _decode_decisions(words, start, count, width, mask_below, vocab_size):
+  """Mask decisions read back from words a regex validated: [B, width] (0 past count).
+
+  Per mask: top15 < mask_below -> _MASKED (2 words); else top15 of the third word < 2**14 ->
+  _KEPT (4 words); else a random id: the first later word with top15 < V, top15 >> (15 - k).
+  """
+  B = len(count)
+  decisions = np.zeros([B, width], np.int64)
+  ptr = start.copy()
+  shift = 15 - vocab_size.bit_length()
+  for t in range(int(count.max()) if B else 0):
+    rows = np.flatnonzero(count > t)
+    q = ptr[rows]
+    masked = words[q] < mask_below
+    kept = ~masked & (words[q + 2] < 0x4000)
+    drawn = ~masked & ~kept
+    decisions[rows[masked], t] = _MASKED
+    decisions[rows[kept], t] = _KEPT
+    q = q + np.where(masked, 2, 4)
+    d = q[drawn]
+    v = words[d]
+    bad = np.flatnonzero(v >= vocab_size)
+    while bad.size:
+      d[bad] += 1
+      vb = words[d[bad]]
+      v[bad] = vb
+      bad = bad[vb >= vocab_size]
+    decisions[rows[drawn], t] = v >> shift
+    q[drawn] = d + 1
+    ptr[rows] = q
+  return decisions
+
+
+def records_from_corpus(corpus, maker, rng, dupe_factor):
+  """The original's create_training_instances after reading: all records, shuffled.
+
+  The corpus's documents are shuffled in place first.
+  """
+  rng.shuffle(corpus.documents)
   records = []
   for _ in range(dupe_factor):
-    for doc_index in range(len(documents)):
-      maker.add_document(documents, doc_index, rng, records)
+    for doc_index in range(len(corpus.documents)):
+      maker.add_document(doc_index, rng, records)
+  maker.flush(records)
   rng.shuffle(records)
   return records
 
@@ -926,14 +1422,14 @@ def _shard_records(shard_index):
   options = _WORKER["options"]
   summary = Summary(shards=1)
   path, start, end = _WORKER["shards"][shard_index]
-  documents = read_documents([(path, start, end)], _WORKER["line_tokenizer"], summary,
-                             _WORKER["skip"])
-  documents = _drop_empty(documents, summary)
+  corpus = read_corpus([(path, start, end)], _WORKER["line_tokenizer"], summary,
+                       _WORKER["skip"])
   records = []
-  if documents:
-    maker = InstanceMaker(_WORKER["tokenizer"].vocab, options, summary, _WORKER["vocab_file"])
+  if corpus.documents:
+    maker = InstanceMaker(corpus, _WORKER["tokenizer"].vocab, options, summary,
+                          _WORKER["vocab_file"])
     rng = ReferenceRandom(f"{options.random_seed}/{shard_index}")
-    records = records_from_documents(documents, maker, rng, options.dupe_factor)
+    records = records_from_corpus(corpus, maker, rng, options.dupe_factor)
   summary.peak_rss_mb = _peak_rss_mb()
   return records, summary
 
@@ -997,15 +1493,14 @@ def create_pretraining_data(input_files, output_files, tokenizer, options=Instan
 
 def _reference_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, summary, writer):
   summary.shards = 1
-  documents = read_documents([(f, 0, None) for f in files], LineTokenizer(tokenizer), summary,
-                             skip_invalid_utf8)
-  documents = _drop_empty(documents, summary)
-  if not documents:
+  corpus = read_corpus([(f, 0, None) for f in files], LineTokenizer(tokenizer), summary,
+                       skip_invalid_utf8)
+  if not corpus.documents:
     return
-  maker = InstanceMaker(tokenizer.vocab, options, summary, vocab_file)
+  maker = InstanceMaker(corpus, tokenizer.vocab, options, summary, vocab_file)
   rng = ReferenceRandom(options.random_seed)
-  records = records_from_documents(documents, maker, rng, options.dupe_factor)
-  del documents
+  records = records_from_corpus(corpus, maker, rng, options.dupe_factor)
+  del corpus, maker
   writer.write_all(records)
 
 
