@@ -876,7 +876,7 @@ class InstanceMaker:
   picks decide later draws, so the shuffle is replayed at once.
   """
 
-  BATCH = 2048
+  BATCH = 4096
 
   def __init__(self, corpus, vocab, options, summary, vocab_file="vocab"):
     """Args:
@@ -932,6 +932,8 @@ class InstanceMaker:
     opts = self.options
     documents = self.corpus.documents
     n_documents = len(documents)
+    doc_bits = n_documents.bit_length()
+    doc_shift = 15 - doc_bits
     starts = self.corpus.sentence_start
     bisect_left = bisect.bisect_left
     first, end = documents[doc_index]
@@ -981,7 +983,14 @@ class InstanceMaker:
             q += 2
           if is_random_next:
             for _ in range(10):  # randint(0, len(documents) - 1), up to 10 tries
-              random_index, q = rng.randbelow_at(n_documents, q)
+              if doc_bits <= 15:  # getrandbits(k) is the top k of the 15 bits of chars.
+                random_index = (ord(chars[q]) - CHAR_BASE) >> doc_shift
+                q += 1
+                while random_index >= n_documents:
+                  random_index = (ord(chars[q]) - CHAR_BASE) >> doc_shift
+                  q += 1
+              else:
+                random_index, q = rng.randbelow_at(n_documents, q)
               if random_index != doc_index:
                 break
             random_first, random_end = documents[random_index]
@@ -1191,10 +1200,11 @@ class InstanceMaker:
       positions = np.zeros([B, P], np.int64)
       positions[slot] = batch.picked
     decisions[slot & explicit[:, None]] = batch.decisions
-    # Sorted by position; then padding (position 0, id 0).
-    order = np.argsort(np.where(slot, positions, L + 1), axis=1, kind="stable")
-    positions = np.where(slot, np.take_along_axis(positions, order, axis=1), 0)    # [B, P]
-    decisions = np.take_along_axis(decisions, order, axis=1)                       # [B, P]
+    # Sorted by position (positions are distinct); then padding (position 0, id 0).
+    keyed = np.where(slot, positions * P + np.arange(P), (L + 1) * P)  # position, then slot
+    keyed.sort(axis=1)
+    positions = np.where(slot, keyed // P, 0)                          # [B, P]
+    decisions = np.take_along_axis(decisions, keyed % P, axis=1)       # [B, P]
     flat = (row_start[:, None] + positions)[slot]                      # [K] masked, in T
     masked_lm_ids = np.zeros([B, P], np.int64)
     masked_lm_ids[slot] = tokens[flat]
