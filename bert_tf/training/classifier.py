@@ -109,8 +109,9 @@ def eval_dataset_fn(input_file, max_seq_length, batch_size, is_regression=False)
 
   The file must hold a multiple of ``batch_size`` (global) records (``pad_to_batch``). Each
   replica reads whole per-replica batches; with several input pipelines (multi-host) the
-  batches are dealt out round-robin. ``example_index`` [B] int64 is each record's position
-  in the file, so gathered results can be put back in file order whatever the sharding.
+  batches are dealt out round-robin. ``example_index`` [B] int32 is each record's position
+  in the file, so gathered results can be put back in file order whatever the
+  sharding.
   """
   def dataset_fn(ctx):
     per_replica = ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size
@@ -119,7 +120,7 @@ def eval_dataset_fn(input_file, max_seq_length, batch_size, is_regression=False)
         is_regression=is_regression)
 
     def add_index(batch_number, features):
-      start = batch_number * per_replica
+      start = tf.cast(batch_number, tf.int32) * per_replica  # int32: TPUs gather no int64.
       return dict(features, **{EXAMPLE_INDEX: tf.range(start, start + per_replica)})
 
     dataset = dataset.enumerate().map(add_index)
@@ -282,8 +283,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     for the phases run.
   """
   progress = progress or (lambda line: None)
-  if not (do_train or do_eval or do_predict):
-    raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True")
+  reads_data = do_train or do_eval or do_predict
+  if not (reads_data or export_dir):
+    raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True "
+                      "(or --export_dir to export a fine-tuned checkpoint)")
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(
         f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
@@ -305,7 +308,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     raise BertTfError(f"checkpoint not found (--init_checkpoint): {init_checkpoint!r}")
   if use_tfds and (task_name or "").strip().lower() == glue.USER_TASK:
     raise BertTfError("--tfds reads GLUE tasks only; a user task reads --data_dir")
-  if not use_tfds and not data_dir:
+  if reads_data and not use_tfds and not data_dir:
     raise BertTfError("no --data_dir given (or --tfds to read the task from "
                       "tensorflow-datasets)")
 

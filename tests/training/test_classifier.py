@@ -220,7 +220,8 @@ def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    ({}, "at least one of --do_train, --do_eval or --do_predict must be True"),
+    ({}, "at least one of --do_train, --do_eval or --do_predict must be True (or "
+         "--export_dir to export a fine-tuned checkpoint)"),
     ({"do_eval": True, "max_seq_length": 65}, "--max_seq_length 65 exceeds "
                                               "max_position_embeddings 64"),
     ({"do_train": True, "num_train_epochs": 0.1}, "gives no training step"),

@@ -187,7 +187,7 @@ def test_bad_input_is_one_line_error(tmp_path, uncased_vocab):
       (["--task_name=MRPC", "--do_train=True"],
        f"{bad / 'train.tsv'}:3: expected 5 tab-separated columns as in the header, found 4"),
       (["--task_name=MRPC"], "at least one of --do_train, --do_eval or --do_predict must be "
-                             "True"),
+                             "True (or --export_dir to export a fine-tuned checkpoint)"),
   ]
   # Both at once: each is mostly TensorFlow's start-up.
   processes = [subprocess.Popen(_command(*common, *args), cwd=ROOT, env=_env(), text=True,
