@@ -243,7 +243,7 @@ class _Walks:
   The mask decisions are regular too when the top 15 bits decide them: random() < 0.8 is
   certain for top15 < 26214 and excluded for top15 > 26214 (26214 needs all the bits: no
   match, Python decides); random() < 0.5 is top15 < 16384; randbelow(V) (V < 2**15) takes the
-  first word with top15 < V. One pattern per number of masks k.
+  first word whose top k = V.bit_length() bits are < V. One pattern per number of masks.
   """
 
   BLOCK = 16
@@ -263,14 +263,16 @@ class _Walks:
     self._seen = collections.Counter()
     self._decision = None
     lo, exact = mask_below
+    # randbelow(V) accepts a word iff its top k = V.bit_length() bits are < V.
     if vocab_size < 1 << 15 and 0 < lo < 0x7FFF:
+      below = vocab_size << (15 - vocab_size.bit_length())
       any_char = _chars(0, 0x7FFF)
       self._decision = "(?:%s%s|%s%s(?:%s%s|%s%s%s*+%s))" % (
           _chars(0, lo - 1), any_char,                        # [MASK]
           _chars(lo + 1 if exact else lo, 0x7FFF), any_char,  # not [MASK], then:
           _chars(0, 0x3FFF), any_char,                        # kept
           _chars(0x4000, 0x7FFF), any_char,                   # random id: randbelow(V)
-          _chars(vocab_size, 0x7FFF), _chars(0, vocab_size - 1))
+          _chars(below, 0x7FFF), _chars(0, below - 1))
 
   @staticmethod
   def thresholds(n):
@@ -728,10 +730,12 @@ class Corpus:
     self._open = end
 
   def close(self, summary):
-    """Ends the last document, drops the empty ones (counted in ``summary``)."""
+    """Ends the last document, drops the empty ones (counted in ``summary``, but for a last
+    one that only means the input ended with a blank line)."""
+    last_open = self._open < len(self.sentence_start) - 1
     self.end_document()
     kept = [d for d in self.documents if d[1] > d[0]]
-    summary.empty_documents += len(self.documents) - len(kept)
+    summary.empty_documents += len(self.documents) - len(kept) - (not last_open)
     summary.documents += len(kept)
     summary.sentences += len(self.sentence_start) - 1
     summary.one_sentence_documents += sum(1 for s, e in kept if e - s == 1)
@@ -1193,9 +1197,10 @@ class InstanceMaker:
                           self.shift15)                                # [B, P]
       positions = cand + 1 + (cand >= len_a[:, None])                  # skip [CLS], middle [SEP]
       implicit = ~explicit
-      decisions[implicit] = _decode_decisions(
-          words, (region_start + np.array(batch.walk_len, np.int64))[implicit],
-          num_masked[implicit], P, self._mask15[0], self.vocab_size)
+      if implicit.any():
+        decisions[implicit] = _decode_decisions(
+            words, (region_start + np.array(batch.walk_len, np.int64))[implicit],
+            num_masked[implicit], P, self._mask15[0], self.vocab_size)
     else:
       positions = np.zeros([B, P], np.int64)
       positions[slot] = batch.picked
@@ -1269,12 +1274,14 @@ def _decode_decisions(words, start, count, width, mask_below, vocab_size):
   """Mask decisions read back from words a regex validated: [B, width] (0 past count).
 
   Per mask: top15 < mask_below -> _MASKED (2 words); else top15 of the third word < 2**14 ->
-  _KEPT (4 words); else a random id: the first later word with top15 < V, top15 >> (15 - k).
+  _KEPT (4 words); else a random id: the first later word whose top k bits (k =
+  V.bit_length()) are < V, those bits.
   """
   B = len(count)
   decisions = np.zeros([B, width], np.int64)
   ptr = start.copy()
   shift = 15 - vocab_size.bit_length()
+  below = vocab_size << shift  # randbelow(V) accepts top15 < below (top k bits < V).
   for t in range(int(count.max()) if B else 0):
     rows = np.flatnonzero(count > t)
     q = ptr[rows]
@@ -1286,12 +1293,12 @@ def _decode_decisions(words, start, count, width, mask_below, vocab_size):
     q = q + np.where(masked, 2, 4)
     d = q[drawn]
     v = words[d]
-    bad = np.flatnonzero(v >= vocab_size)
+    bad = np.flatnonzero(v >= below)
     while bad.size:
       d[bad] += 1
       vb = words[d[bad]]
       v[bad] = vb
-      bad = bad[vb >= vocab_size]
+      bad = bad[vb >= below]
     decisions[rows[drawn], t] = v >> shift
     q[drawn] = d + 1
     ptr[rows] = q
@@ -1474,6 +1481,10 @@ def create_pretraining_data(input_files, output_files, tokenizer, options=Instan
   """
   t0 = time.time()
   options.validate()
+  if num_workers < 0:
+    raise BertTfError(f"--num_workers={num_workers}: must be 0 (the original's output) or more")
+  if shard_size_mb <= 0:
+    raise BertTfError(f"--shard_size_mb={shard_size_mb}: must be positive")
   if isinstance(output_files, str):
     output_files = [f for f in output_files.split(",") if f]
   if not output_files:
