@@ -40,9 +40,11 @@ def _compression(files):
 
 
 def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special_ids,
-                 masked_lm_prob=0.15, seed=None):
+                 masked_lm_prob=0.15, seed=(0, 0)):
   """Re-draws ``masked_lm_*`` for one (unbatched) example, in the graph.
 
+  ``seed``: a shape-[2] int seed for this example's stateless random draws (the pipeline
+  gives every example its own from ``tf.data.Dataset.random``).
   ``input_ids`` are first restored from the stored masks (the original ids sit in
   ``masked_lm_ids``), so records made with static masks can be re-masked.
   """
@@ -64,9 +66,9 @@ def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special
                             tf.int32)))
   num_to_predict = tf.minimum(num_to_predict, tf.reduce_sum(tf.cast(candidate, tf.int32)))
   # A random order of the candidates: random keys, non-candidates pushed to the end.
-  # Distinct op seeds: ops sharing one seed would draw the same numbers.
-  seeds = [None] * 3 if seed is None else [seed, seed + 1, seed + 2]
-  keys = tf.random.uniform([seq_length], seed=seeds[0])
+  # Three independent stateless streams from the example's seed.
+  seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=3)
+  keys = tf.random.stateless_uniform([seq_length], seed=seeds[0])
   keys = tf.where(candidate, keys, 2.0)
   order = tf.argsort(keys)  # [L]: shuffled candidates first
   # The first num_to_predict candidates, sorted; unused slots get L (sorted last).
@@ -75,9 +77,9 @@ def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special
   valid = picked < seq_length
   picked = tf.where(valid, picked, 0)
   original = tf.gather(ids, picked)
-  draw = tf.random.uniform([max_predictions_per_seq], seed=seeds[1])
-  random_ids = tf.random.uniform([max_predictions_per_seq], 0, vocab_size, dtype=tf.int32,
-                                 seed=seeds[2])
+  draw = tf.random.stateless_uniform([max_predictions_per_seq], seed=seeds[1])
+  random_ids = tf.random.stateless_uniform([max_predictions_per_seq], seed=seeds[2], minval=0,
+                                           maxval=vocab_size, dtype=tf.int32)
   replacement = tf.where(draw < 0.8, mask_id, tf.where(draw < 0.9, original, random_ids))
   updates = tf.where(valid, replacement - original, 0)
   masked = ids + tf.scatter_nd(picked[:, None], updates, [seq_length])
@@ -131,14 +133,19 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
       dataset = dataset.shard(input_context.num_input_pipelines,
                               input_context.input_pipeline_id)
 
-  def parse(record):
+  def parse(record, example_seed=None):
     example = feature_spec.cast_parsed_features(tf.io.parse_single_example(record, spec))
     if dynamic_masking:
-      example = dynamic_mask(example, max_predictions_per_seq, seed=seed, **dynamic_masking)
+      example = dynamic_mask(example, max_predictions_per_seq, seed=example_seed,
+                             **dynamic_masking)
     if not use_next_sentence:
       example.pop("next_sentence_labels")
     return example
 
+  if dynamic_masking:
+    # One stateless seed pair per example: reproducible with ``seed``, fresh on every read.
+    seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
+    dataset = tf.data.Dataset.zip((dataset, seeds))
   dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                         deterministic=deterministic)
   dataset = dataset.batch(batch_size, drop_remainder=True)
