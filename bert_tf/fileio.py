@@ -55,6 +55,17 @@ def atomic_write(path, mode="w"):
     raise
 
 
+def copy_atomically(source, target):
+  """Copies ``source`` to ``target`` through a temporary name (``gs://`` paths work)."""
+  tmp = temp_name(target)
+  try:
+    tf.io.gfile.copy(source, tmp, overwrite=True)
+    commit(tmp, target)
+  except BaseException:
+    discard(tmp)
+    raise
+
+
 def require_file(path, what="file", flag=None):
   """Raises a one-line ``BertTfError`` unless ``path`` exists."""
   if not path or not tf.io.gfile.exists(path):

@@ -35,7 +35,6 @@ from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
 from bert_tf.training import DTYPE_POLICIES, loop
-from bert_tf.training.pretraining import write_eval_results
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
 # its file, so that predictions gathered from every replica go back into file order.
@@ -215,44 +214,6 @@ def _record_file(output_dir, kind, split, first):
   return os.path.join(output_dir, f"{kind}.tf_record" if first else f"{kind}_{split}.tf_record")
 
 
-def restore_training_checkpoint(model, output_dir):
-  """Restores the model from the trainer's latest checkpoint in output_dir; returns its path.
-
-  ``loop.restore_model`` reads the checkpoint's ``model`` branch only, which lacks the
-  encoder's transformer blocks: Keras 3 keeps them in a list (``BertModel.encoder_layers``)
-  that ``tf.train.Checkpoint`` does not follow. The trainer's checkpoint reaches every
-  trainable variable through the optimizer too (its ``_trainable_variables``: the list it was
-  built with, ``model.trainable_variables`` in order; under a LossScaleOptimizer also
-  ``inner_optimizer``'s), so that branch is read as well.
-  """
-  path = loop.latest_checkpoint(output_dir)
-  variables = list(model.trainable_variables)
-  via_optimizer = tf.train.Checkpoint(
-      _trainable_variables=variables,
-      inner_optimizer=tf.train.Checkpoint(_trainable_variables=variables))
-  tf.train.Checkpoint(model=model, optimizer=via_optimizer).read(path).expect_partial()
-  return path
-
-
-def _summary_writer(output_dir):
-  # tf.summary.scalar needs the tensorboard package, which TensorFlow 2.21 no longer pulls in.
-  try:
-    import tensorboard  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  except ImportError:
-    return None
-  return loop.summary_writer(output_dir)
-
-
-def _copy_atomically(source, target):
-  tmp = fileio.temp_name(target)
-  try:
-    tf.io.gfile.copy(source, tmp, overwrite=True)
-    fileio.commit(tmp, target)
-  except BaseException:
-    fileio.discard(tmp)
-    raise
-
-
 def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
                    use_tfds=False, init_checkpoint=None, do_lower_case=True,
                    max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
@@ -382,17 +343,13 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
     results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                     summary_writer=_summary_writer(output_dir),
+                                     summary_writer=loop.summary_writer(output_dir),
                                      progress=progress)
     global_step = results["train"]["global_step"]
     if export_google_checkpoint:
-      google_dir = os.path.join(output_dir, "google")
-      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
-                                         global_step=global_step)
-      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
-      _copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+      loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
   elif loop.latest_checkpoint(output_dir):
-    latest = restore_training_checkpoint(model, output_dir)
+    latest = loop.restore_model(model, output_dir)
     global_step = int(latest.rsplit("-", 1)[1])
   else:
     global_step = 0
@@ -414,7 +371,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                                  glue_task.is_regression))
       eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
     eval_results["global_step"] = global_step
-    write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
     results["eval"] = eval_results
 
   if do_predict:

@@ -307,5 +307,26 @@ def restore_model(model, model_dir_or_checkpoint):
   return path
 
 
+def export_google_folder(model, bert_config, output_dir, global_step, vocab_file=None):
+  """``output_dir/google``: ``bert_model.ckpt`` (Google's names), ``bert_config.json`` and,
+  when given, ``vocab.txt``: a folder Google's code, bert_tf and ``bert_tf.load`` all read."""
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  google_dir = os.path.join(output_dir, "google")
+  checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
+                                     global_step=global_step)
+  bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
+  if vocab_file:
+    fileio.copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+  return google_dir
+
+
+def write_eval_results(path, results):
+  """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key."""
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  with fileio.atomic_write(path) as f:
+    for key in sorted(results):
+      f.write(f"{key} = {results[key]}\n")
+
+
 def summary_writer(model_dir, name="train"):
   return tf.summary.create_file_writer(os.path.join(model_dir, "summaries", name))

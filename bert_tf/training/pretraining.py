@@ -87,14 +87,6 @@ class PretrainingTask:
     return metrics
 
 
-def write_eval_results(path, results):
-  """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key."""
-  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
-  with fileio.atomic_write(path) as f:
-    for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
-
-
 def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_checkpoint=None,
                     eval_input_file=None, max_seq_length=128, max_predictions_per_seq=20,
                     do_train=True, do_eval=False, train_batch_size=32, eval_batch_size=8,
@@ -173,10 +165,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                                      summary_writer=loop.summary_writer(output_dir),
                                      progress=progress)
     if export_google_checkpoint:
-      google_dir = os.path.join(output_dir, "google")
-      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
-                                         global_step=results["train"]["global_step"])
-      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
+      loop.export_google_folder(model, bert_config, output_dir,
+                                results["train"]["global_step"])
   elif loop.latest_checkpoint(output_dir):
     loop.restore_model(model, output_dir)
   elif init_checkpoint:
@@ -191,6 +181,6 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                             dataset_fn(eval_input_file or input_file, eval_batch_size, False),
                             max_steps=max_eval_steps)
     metrics["global_step"] = global_step
-    write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
+    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
     results["eval"] = metrics
   return results

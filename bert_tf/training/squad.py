@@ -34,7 +34,6 @@ from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import DTYPE_POLICIES, loop
-from bert_tf.training.pretraining import write_eval_results
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -213,25 +212,6 @@ def cached_train_features(examples, tokenizer, path, max_seq_length, doc_stride,
 
 # === run_squad ===
 
-def _summary_writer(output_dir):
-  # tf.summary.scalar needs the tensorboard package, which TensorFlow 2.21 no longer pulls in.
-  try:
-    import tensorboard  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-  except ImportError:
-    return None
-  return loop.summary_writer(output_dir)
-
-
-def _copy_atomically(source, target):
-  tmp = fileio.temp_name(target)
-  try:
-    tf.io.gfile.copy(source, tmp, overwrite=True)
-    fileio.commit(tmp, target)
-  except BaseException:
-    fileio.discard(tmp)
-    raise
-
-
 def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower_case,
                  train_file, predict_file, do_train, do_predict, do_eval, export_dir,
                  max_seq_length,
@@ -373,15 +353,11 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
       # The span head does not use the pooler (nor did the original's): no gradient there.
       warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
       results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                       summary_writer=_summary_writer(output_dir),
+                                       summary_writer=loop.summary_writer(output_dir),
                                        progress=progress)
     global_step = results["train"]["global_step"]
     if export_google_checkpoint:
-      google_dir = os.path.join(output_dir, "google")
-      checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
-                                         global_step=global_step)
-      bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
-      _copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+      loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
     global_step = int(latest.rsplit("-", 1)[1])
@@ -423,7 +399,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
         null_odds_file=results["predict"]["files"].get(NULL_ODDS_FILE),
         version_2_with_negative=version_2_with_negative)
     squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
-    write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
+    loop.write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
                        dict(scores, global_step=global_step))
     results["eval"] = scores
 
