@@ -41,15 +41,13 @@ import array
 import bisect
 import codecs
 import collections
+import contextlib
 import dataclasses
-import glob as _glob
-import io
 import logging
 import multiprocessing
 import os
 import random
 import re
-import resource
 import struct
 import sys
 import time
@@ -611,13 +609,22 @@ def expand_input_files(patterns):
   return files
 
 
+def _open_binary(path):
+  """A local file with open() (no TensorFlow in worker processes), else tf.io.gfile."""
+  return tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")
+
+
+def _file_size(path):
+  return tf.io.gfile.stat(path).length if "://" in path else os.path.getsize(path)
+
+
 def _iter_lines(path, start=0, end=None):
   """Yields (byte offset, line bytes) of ``path`` from ``start`` to ``end``, as GFile.readline.
 
   Like TensorFlow's readline (which the original uses): lines end at "\\n", every "\\r" is
   dropped, and a last piece that is empty once "\\r" is dropped is no line.
   """
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with _open_binary(path) as f:
     if start:
       f.seek(start)
     pos = start
@@ -644,7 +651,7 @@ def _iter_lines(path, start=0, end=None):
 def _line_number(path, offset):
   """1-based number of the line starting at byte ``offset`` (only for error messages)."""
   count = 1
-  with tf.io.gfile.GFile(path, "rb") as f:
+  with _open_binary(path) as f:
     done = 0
     while done < offset:
       data = f.read(min(_READ_CHUNK_BYTES, offset - done))
@@ -1392,7 +1399,7 @@ def plan_shards(input_files, shard_bytes):
   """
   shards = []
   for path in input_files:
-    size = tf.io.gfile.stat(path).length
+    size = _file_size(path)
     start = 0
     while size - start > shard_bytes:
       cut = _document_boundary(path, start + shard_bytes, size)
@@ -1415,7 +1422,7 @@ def _document_boundary(path, offset, size):
       blank = False
     if blank:
       # The next line starts after this one's "\n" (and any "\r" that readline dropped).
-      with tf.io.gfile.GFile(path, "rb") as f:
+      with _open_binary(path) as f:
         f.seek(line_start)
         rest = f.read(min(size - line_start, 1 << 16))
       newline = rest.find(b"\n")
@@ -1452,6 +1459,11 @@ def _shard_records(shard_index):
 
 
 def _peak_rss_mb():
+  """Peak resident memory of this process in MB (0 where ``resource`` is unavailable)."""
+  try:
+    import resource  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return 0.0
   rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
 
@@ -1495,12 +1507,16 @@ def create_pretraining_data(input_files, output_files, tokenizer, options=Instan
   if warning:
     logger.warning("%s", warning)
   summary = Summary(files=len(files), output_files=tuple(output_files))
-  with RoundRobinWriter(output_files, gzip) as writer:
+  pool = contextlib.nullcontext()
+  if num_workers > 0:
+    shards = plan_shards(files, max(1, int(shard_size_mb * (1 << 20))))
+    pool = _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, vocab_file)
+  # The workers start before any output file is opened (they are forked on Linux).
+  with pool, RoundRobinWriter(output_files, gzip) as writer:
     if num_workers <= 0:
       _reference_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, summary, writer)
     else:
-      _sharded_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, summary, writer,
-                   num_workers, max(1, int(shard_size_mb * (1 << 20))))
+      _sharded_run(pool, shards, num_workers, summary, writer)
     if summary.instances == 0:
       raise BertTfError(f"--input_file: no text in {len(files)} input files (expected one "
                         "sentence per line, blank lines between documents)")
@@ -1525,22 +1541,27 @@ def _reference_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, sum
   writer.write_all(records)
 
 
-def _sharded_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, summary, writer,
-                 num_workers, shard_bytes):
-  shards = plan_shards(files, shard_bytes)
-  context = multiprocessing.get_context("fork" if "fork" in
-                                        multiprocessing.get_all_start_methods() else "spawn")
-  initargs = (tokenizer, options, skip_invalid_utf8, shards, vocab_file)
-  # At most two shards per worker in flight: the parent holds only those, in order.
+def _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, vocab_file):
+  context = multiprocessing.get_context(
+      "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+  return context.Pool(num_workers, _init_worker,
+                      (tokenizer, options, skip_invalid_utf8, shards, vocab_file))
+
+
+def _sharded_run(pool, shards, num_workers, summary, writer):
+  """Shards to the workers, records written in shard order as they come back.
+
+  At most two shards per worker are in flight, so the parent holds at most that many shards'
+  records (and each worker one shard's corpus and records).
+  """
   window = 2 * num_workers
-  with context.Pool(num_workers, _init_worker, initargs) as pool:
-    pending = collections.deque()
-    next_shard = 0
-    while pending or next_shard < len(shards):
-      while next_shard < len(shards) and len(pending) < window:
-        pending.append(pool.apply_async(_shard_records, (next_shard,)))
-        next_shard += 1
-      records, shard_summary = pending.popleft().get()
-      summary.add(shard_summary)
-      writer.write_all(records)
+  pending = collections.deque()
+  next_shard = 0
+  while pending or next_shard < len(shards):
+    while next_shard < len(shards) and len(pending) < window:
+      pending.append(pool.apply_async(_shard_records, (next_shard,)))
+      next_shard += 1
+    records, shard_summary = pending.popleft().get()
+    summary.add(shard_summary)
+    writer.write_all(records)
   summary.shards = len(shards)
