@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from bert_tf import tokenization
 from bert_tf.data import features as features_lib
+from bert_tf.data import pipeline
 from bert_tf.data import pretraining
 from bert_tf.errors import BertTfError
 from tests.conftest import FIXTURES
@@ -335,6 +336,10 @@ def test_gzip_and_googles_reader(corpus_files, uncased_vocab, tmp_path):
   for name in features_lib.PRETRAINING_FEATURE_NAMES:
     assert batch[name].dtype == (tf.float32 if name == "masked_lm_weights" else tf.int32)
     np.testing.assert_array_equal(batch[name].numpy(), np.stack([f[name] for f in first]))
+  # And bert_tf's reader, from the gzipped file.
+  ours = next(iter(pipeline.pretraining_dataset([zipped], 4, 32, 5, is_training=False)))
+  for name in features_lib.PRETRAINING_FEATURE_NAMES:
+    np.testing.assert_array_equal(ours[name].numpy(), batch[name].numpy())
 
 
 # --- bad input ---------------------------------------------------------------------------------
