@@ -80,22 +80,25 @@ def measure(step, min_repeats=3, max_repeats=20, budget_s=20.0, warmup=2):
 
   ``first_call_s`` is the first call (tracing / XLA compilation / allocator warm-up
   included); then ``warmup - 1`` more untimed calls; then timed calls until ``max_repeats``,
-  or ``budget_s`` seconds once ``min_repeats`` are done. ``median_s`` is their median.
+  or ``budget_s`` seconds once ``min_repeats`` are done. ``median_s`` is their median wall
+  time, ``median_cpu_s`` the median CPU time of the process (all its threads) per call.
   """
   start = time.perf_counter()
   step()
   first = time.perf_counter() - start
   for _ in range(warmup - 1):
     step()
-  times = []
+  times, cpu_times = [], []
   begin = time.perf_counter()
   while len(times) < max_repeats:
     if len(times) >= min_repeats and time.perf_counter() - begin > budget_s:
       break
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     step()
     times.append(time.perf_counter() - start)
-  return {"first_call_s": first, "times_s": times, "median_s": statistics.median(times)}
+    cpu_times.append(time.process_time() - cpu_start)
+  return {"first_call_s": first, "times_s": times, "median_s": statistics.median(times),
+          "cpu_times_s": cpu_times, "median_cpu_s": statistics.median(cpu_times)}
 
 
 def peak_rss_mb():

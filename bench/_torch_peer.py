@@ -37,6 +37,7 @@ def main():
   parser.add_argument("--min_repeats", type=int, default=3)
   parser.add_argument("--max_repeats", type=int, default=20)
   parser.add_argument("--budget_s", type=float, default=20.0)
+  parser.add_argument("--threads", type=int, default=0, help="0: the framework's default")
   args = parser.parse_args()
 
   import torch  # pylint: disable=import-outside-toplevel
@@ -44,6 +45,8 @@ def main():
   import transformers  # pylint: disable=import-outside-toplevel
   from transformers.models.bert import modeling_bert  # pylint: disable=import-outside-toplevel
 
+  if args.threads:
+    torch.set_num_threads(args.threads)
   torch.manual_seed(0)
   c = _harness.config_dict(args.config)
   hf_config = transformers.BertConfig(

@@ -70,6 +70,8 @@ flags.DEFINE_integer("min_repeats", 3, "Timed calls per process, at least.")
 flags.DEFINE_integer("max_repeats", 10, "Timed calls per process, at most.")
 flags.DEFINE_float("budget_s", 20.0, "Stop timing a process after this many seconds (once "
                    "min_repeats are done).")
+flags.DEFINE_integer("threads", 0, "Intra-op threads of every framework (0: each one's "
+                     "default, all cores).")
 flags.DEFINE_string("torch_python", "/work/refvenv/bin/python",
                     "An interpreter with torch and transformers, for the HF peer.")
 flags.DEFINE_string("output_json", None, "Write every result here too.")
@@ -185,6 +187,9 @@ def run_worker():
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+  if FLAGS.threads:
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
   keras.utils.set_random_seed(0)
   c = _harness.config_dict(FLAGS.config)
   batch = _harness.pretraining_batch(c, FLAGS.batch_size, FLAGS.seq_length,
@@ -222,7 +227,7 @@ def _command(framework, config, mode, batch_size):
   common = [f"--config={config}", f"--mode={mode}", f"--batch_size={batch_size}",
             f"--seq_length={FLAGS.seq_length}", f"--num_predictions={FLAGS.num_predictions}",
             f"--min_repeats={FLAGS.min_repeats}", f"--max_repeats={FLAGS.max_repeats}",
-            f"--budget_s={FLAGS.budget_s}"]
+            f"--budget_s={FLAGS.budget_s}", f"--threads={FLAGS.threads}"]
   here = os.path.dirname(os.path.abspath(__file__))
   if framework == "hf_torch":
     return [FLAGS.torch_python, os.path.join(here, "_torch_peer.py")] + common
@@ -245,13 +250,16 @@ def _run_one(framework, config, mode, batch_size):
   result.update(framework=framework, load_before=load_before, load_after=os.getloadavg()[0],
                 wall_s=time.time() - start)
   print(f"  {framework:14s} {config:5s} {mode:5s} b{batch_size:<3d} "
-        f"median {1000 * result['median_s']:9.1f} ms  first {result['first_call_s']:6.1f} s  "
-        f"rss {result['peak_rss_mb']:6.0f} MiB  load {load_before:.1f}", flush=True)
+        f"median {1000 * result['median_s']:9.1f} ms  cpu {1000 * result['median_cpu_s']:9.1f} ms  "
+        f"first {result['first_call_s']:6.1f} s  rss {result['peak_rss_mb']:6.0f} MiB  load {load_before:.1f}", flush=True)
   return result
 
 
-def _table(results, mode):
-  """Markdown: one row per (config, batch), ms (ratio to the fastest), then peak memory."""
+def _table(results, mode, key="median_s"):
+  """Markdown: one row per (config, batch), ms (ratio to the fastest), then peak memory.
+
+  ``key``: "median_s" (wall time) or "median_cpu_s" (CPU time of all the process's threads).
+  """
   frameworks = [f for f in FRAMEWORKS if f in FLAGS.frameworks]
   rows = sorted({(r["config"], r["batch_size"]) for r in results if r["mode"] == mode},
                 key=lambda k: (list(_harness.CONFIGS).index(k[0]), k[1]))
@@ -264,7 +272,7 @@ def _table(results, mode):
       mine = [r for r in results if (r["framework"], r["config"], r["mode"], r["batch_size"])
               == (f, config, mode, batch_size)]
       if mine:
-        med[f] = statistics.median(r["median_s"] for r in mine)
+        med[f] = statistics.median(r[key] for r in mine)
         mem[f] = max(r["peak_rss_mb"] for r in mine)
     fastest = min(med.values())
     cells = [config, str(batch_size)]
@@ -312,9 +320,10 @@ def run_driver():
       "results": results,
   }
   print(json.dumps({k: v for k, v in summary.items() if k != "results"}, indent=1))
-  for mode in FLAGS.modes:
-    print(f"\n{mode} (median ms per call; ratio to the fastest; peak RSS MiB)\n")
-    print(_table(results, mode))
+  for key, what in (("median_s", "wall"), ("median_cpu_s", "CPU")):
+    for mode in FLAGS.modes:
+      print(f"\n{mode}: median {what} ms per call (ratio to the fastest); peak RSS MiB\n")
+      print(_table(results, mode, key))
   if FLAGS.output_json:
     from bert_tf import fileio  # pylint: disable=import-outside-toplevel
     with fileio.atomic_write(FLAGS.output_json) as f:

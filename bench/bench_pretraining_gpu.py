@@ -1,0 +1,300 @@
+"""Pretraining and SQuAD fine-tuning throughput and MFU on a GPU, through bert_tf's real loop.
+
+Every measurement runs ``training.loop.Trainer`` (``steps_per_loop`` updates in-graph per
+host call, Google's AdamWeightDecay with global-norm clipping, dropout on) on a synthetic
+batch repeated forever, so the numbers are the model's and the loop's, not the input
+pipeline's:
+
+  pretraining  ``PretrainingTask`` (MLM on the masked positions + NSP):
+                 phase 1: seq 128, 20 predictions;  phase 2: seq 512, 80 predictions
+  squad        ``training.squad.SquadTask`` (start/end spans), seq 384
+
+for BERT-Base and BERT-Large, float32 and bfloat16 (``mixed_bfloat16``: bf16 matmuls,
+float32 variables, LayerNorm and softmax), with and without XLA (``jit_compile``: the
+forward and backward pass compiled as one XLA cluster). Each combination runs in its own
+process (clean GPU memory, one dtype policy per process); a batch that does not fit is
+halved (``--oom_retries``) and the batch used is reported.
+
+Throughput is sequences per second over ``--loops`` timed host calls of ``--steps_per_loop``
+updates each, after one untimed call (tracing, XLA compilation, autotuning). MFU is
+``bert_tf.flops.train_flops_per_sequence`` (6 x non-embedding matmul parameters x tokens +
+attention, the MLM head on the masked positions only; 3 x the forward FLOPs) times sequences
+per second, divided by the GPU's dense bf16 peak (``bert_tf.flops.peak_flops_for_device``;
+also for float32 runs, so the rows compare against the same roof).
+
+Run on one GPU (each of the full plan's 24 rows takes 0.5-2 minutes, most of it XLA
+compilation; pick rows with the flags to stay within a time limit):
+
+  .venv/bin/python bench/bench_pretraining_gpu.py --output_json=/tmp/pretraining_gpu.json
+  .venv/bin/python bench/bench_pretraining_gpu.py --models=large --phases=1,2 \\
+      --dtypes=bfloat16 --xla=true                              # the MFU goal rows
+
+Check it runs (CPU, tiny config, a few seconds per row):
+
+  .venv/bin/python bench/bench_pretraining_gpu.py --smoke
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+import _harness  # noqa: E402
+
+# (seq_length, max_predictions_per_seq) of the original's two pretraining phases.
+PHASES = {"1": (128, 20), "2": (512, 80)}
+SQUAD_SEQ_LENGTH = 384
+# Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
+DEFAULT_BATCH = {
+    ("base", "phase1"): 256, ("base", "phase2"): 64, ("base", "squad"): 64,
+    ("large", "phase1"): 128, ("large", "phase2"): 32, ("large", "squad"): 32,
+    ("tiny", "phase1"): 4, ("tiny", "phase2"): 4, ("tiny", "squad"): 4,
+}
+
+
+def define_flags():
+  """The command line (defined only when run as a script, so that importing is free)."""
+  flags.DEFINE_list("models", ["base", "large"], "Configs of bench/_harness.py.")
+  flags.DEFINE_list("phases", ["1", "2"], "Pretraining phases: 1 (seq 128), 2 (seq 512).")
+  flags.DEFINE_bool("squad", True, "Also SQuAD fine-tuning (seq 384).")
+  flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16.")
+  flags.DEFINE_list("xla", ["false", "true"], "jit_compile values to run.")
+  flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
+  flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
+  flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
+  flags.DEFINE_integer("oom_retries", 2, "Halve the batch this many times on out-of-memory.")
+  flags.DEFINE_bool("smoke", False, "Tiny config on whatever device there is, 2 steps per "
+                    "loop, 1 loop, short sequences: checks that everything runs.")
+  flags.DEFINE_bool("in_process", False, "Run the rows in this process (smoke tests).")
+  flags.DEFINE_string("output_json", None, "Write every result here too.")
+  flags.DEFINE_string("worker", None, "Internal: one row as JSON; prints a RESULT line.")
+
+
+FLAGS = flags.FLAGS
+
+
+# === One measurement ===
+
+def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
+                num_predictions=None):
+  """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
+
+  ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
+  phase's (for --smoke).
+  """
+  import keras  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  from bert_tf import flops, optimization  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.pretraining import PretrainingTask  # noqa: E501 pylint: disable=import-outside-toplevel
+  from bert_tf.training.squad import SquadTask  # pylint: disable=import-outside-toplevel
+
+  config_dict = _harness.config_dict(model)
+  config = BertConfig.from_dict(config_dict)
+  if task == "squad":
+    seq_length = seq_length or SQUAD_SEQ_LENGTH
+    num_predictions = None
+    batch = _harness.squad_batch(config_dict, batch_size, seq_length)
+    bert_task = SquadTask(config)
+    flops_per_sequence = flops.train_flops_per_sequence(config, seq_length, None,
+                                                        next_sentence=False)
+  else:
+    default_seq, default_predictions = PHASES[task[-1]]
+    seq_length = seq_length or default_seq
+    num_predictions = num_predictions or default_predictions
+    batch = _harness.pretraining_batch(config_dict, batch_size, seq_length, num_predictions)
+    bert_task = PretrainingTask(config)
+    flops_per_sequence = flops.train_flops_per_sequence(config, seq_length, num_predictions)
+
+  keras.utils.set_random_seed(0)
+  strategy = tf.distribute.get_strategy()
+  with strategy.scope():
+    bert_model = bert_task.build_model(dtype=DTYPE_POLICIES[dtype])
+    optimizer = optimization.create_optimizer(1e-4, num_train_steps=100000,
+                                              num_warmup_steps=1000)
+  trainer = loop.Trainer(strategy, bert_task, bert_model, optimizer, loop.LoopConfig(
+      model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
+      jit_compile=xla))
+  train_loop = trainer.build_train_loop()
+  iterator = iter(strategy.distribute_datasets_from_function(
+      lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
+  n = tf.constant(steps_per_loop, tf.int32)
+
+  start = time.perf_counter()
+  loss = float(train_loop(iterator, n).numpy())  # tracing, compilation, autotuning
+  warmup_s = time.perf_counter() - start
+  times = []
+  for _ in range(loops):
+    start = time.perf_counter()
+    loss = float(train_loop(iterator, n).numpy())
+    times.append(time.perf_counter() - start)
+  total = sum(times)
+  sequences_per_second = batch_size * steps_per_loop * loops / total
+  device = device_description()
+  peak = flops.peak_flops_for_device(device)
+  result = {
+      "model": model, "task": task, "dtype": dtype, "xla": xla, "batch_size": batch_size,
+      "seq_length": seq_length, "num_predictions": num_predictions,
+      "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
+      "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
+      "tokens_per_second": sequences_per_second * seq_length,
+      "train_flops_per_sequence": flops_per_sequence,
+      "model_tflops_per_second": flops_per_sequence * sequences_per_second / 1e12,
+      "peak_flops": peak,
+      "mfu": flops.mfu(flops_per_sequence, sequences_per_second, peak) if peak else None,
+      "loss": loss, "steps_done": int(optimizer.iterations.numpy()),
+      "device": device,
+  }
+  if tf.config.list_physical_devices("GPU"):
+    result["peak_gpu_memory_gb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 1e9
+  return result
+
+
+def device_description():
+  """The GPU's name as TensorFlow reports it (e.g. "NVIDIA H100 80GB HBM3"), else the CPU."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  gpus = tf.config.list_physical_devices("GPU")
+  if gpus:
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+  return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
+def run_worker():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  row = json.loads(FLAGS.worker)
+  for gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(gpu, True)
+  try:
+    result = measure_row(**row)
+  except tf.errors.ResourceExhaustedError as error:
+    result = dict(row, oom=True, error=str(error).splitlines()[0][:300])
+  _harness.emit(result)
+
+
+# === Driver ===
+
+def _rows():
+  rows = []
+  models = ["tiny"] if FLAGS.smoke else FLAGS.models
+  tasks = [f"phase{p}" for p in FLAGS.phases] + (["squad"] if FLAGS.squad else [])
+  dtypes = ["float32"] if FLAGS.smoke else FLAGS.dtypes
+  xlas = [x.lower() in ("true", "1", "yes") for x in FLAGS.xla]
+  for model in models:
+    for task in tasks:
+      for dtype in dtypes:
+        for xla in xlas:
+          row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
+                 "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
+                 "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
+                 "loops": 1 if FLAGS.smoke else FLAGS.loops}
+          if FLAGS.smoke:
+            row.update(seq_length=32 if task != "phase2" else 64,
+                       num_predictions=None if task == "squad" else 5)
+          rows.append(row)
+  return rows
+
+
+def _run_subprocess(row):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run([sys.executable, os.path.abspath(__file__),
+                         "--worker=" + json.dumps(row)],
+                        capture_output=True, text=True, env=env, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith(_harness.RESULT_PREFIX)]
+  if not lines:
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
+    return dict(row, failed=True, error="\n".join(tail))
+  return json.loads(lines[-1][len(_harness.RESULT_PREFIX):])
+
+
+def run_row(row):
+  """One row, halving the batch on out-of-memory up to ``--oom_retries`` times."""
+  for _ in range(FLAGS.oom_retries + 1):
+    result = measure_row(**row) if FLAGS.in_process else _run_subprocess(row)
+    if not result.get("oom") or row["batch_size"] == 1:
+      return result
+    print(f"  out of memory at batch {row['batch_size']}; halving", flush=True)
+    row = dict(row, batch_size=row["batch_size"] // 2)
+  return result
+
+
+def _format(result):
+  name = (f"{result['model']:5s} {result['task']:6s} {result['dtype']:8s} "
+          f"xla={str(result['xla']):5s} b{result['batch_size']:<4d}")
+  if result.get("failed") or result.get("oom"):
+    return f"{name} FAILED: {result.get('error', '')}"
+  mfu = f"MFU {100 * result['mfu']:5.1f}%" if result.get("mfu") is not None else "MFU n/a"
+  return (f"{name} {result['sequences_per_second']:9.1f} seq/s "
+          f"{result['model_tflops_per_second']:7.1f} TFLOP/s {mfu}  loss {result['loss']:.3f}"
+          f"  warm-up {result['warmup_s']:.0f} s")
+
+
+def table(results):
+  """Markdown table of the results."""
+  lines = ["| model | task | seq | dtype | XLA | batch | sequences/s | model TFLOP/s | MFU |",
+           "|---|---|---|---|---|---|---|---|---|"]
+  for r in results:
+    if r.get("failed") or r.get("oom"):
+      lines.append(f"| {r['model']} | {r['task']} | | {r['dtype']} | {r['xla']} | "
+                   f"{r['batch_size']} | failed | | |")
+      continue
+    mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+    lines.append(f"| {r['model']} | {r['task']} | {r['seq_length']} | {r['dtype']} | "
+                 f"{'yes' if r['xla'] else 'no'} | {r['batch_size']} | "
+                 f"{r['sequences_per_second']:.1f} | {r['model_tflops_per_second']:.1f} | "
+                 f"{mfu} |")
+  return "\n".join(lines)
+
+
+def _nvidia_smi():
+  try:
+    return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                           "--format=csv,noheader"], capture_output=True, text=True,
+                          timeout=30, check=False).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return None
+
+
+def run_driver():
+  import keras  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  header = {"date": time.strftime("%Y-%m-%d"), "nvidia_smi": _nvidia_smi(),
+            "tensorflow": tf.__version__, "keras": keras.__version__,
+            "cuda_build": tf.sysconfig.get_build_info().get("cuda_version"),
+            "cudnn_build": tf.sysconfig.get_build_info().get("cudnn_version")}
+  print(json.dumps(header), flush=True)
+  results = []
+  for row in _rows():
+    result = run_row(row)
+    results.append(result)
+    print(_format(result), flush=True)
+  print()
+  print(table(results))
+  if FLAGS.output_json:
+    from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+    with fileio.atomic_write(FLAGS.output_json) as f:
+      json.dump(dict(header, results=results), f, indent=1)
+  return results
+
+
+def main(argv):
+  del argv
+  if FLAGS.worker:
+    run_worker()
+  else:
+    run_driver()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
