@@ -14,6 +14,8 @@ by the devices' dense peak (bf16 on accelerators).
 
 # Dense bf16 peaks in FLOP/s per device as TensorFlow lists them, by substrings of the name.
 _PEAK_FLOPS = (
+    # The H100 PCIe and NVL cards run lower clocks than the SXM module: match them first.
+    ("H100 PCIe", 756e12), ("H100 NVL", 835e12),
     ("H200", 989e12), ("H100", 989e12), ("A100", 312e12), ("L4", 121e12), ("A10G", 70e12),
     ("V100", 125e12), ("T4", 65e12),
     # Cloud TPU: per TensorFlow device (a core for v2/v3, a chip for v4/v5e).

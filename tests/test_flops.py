@@ -22,5 +22,8 @@ def test_bert_base_flops_follow_parameter_count():
 
 def test_peak_lookup_and_mfu():
   assert flops.peak_flops_for_device("NVIDIA H100 80GB HBM3") == 989e12
+  # NVIDIA's H100 datasheet: dense BF16 756 TFLOPS for the PCIe card, 835 for NVL.
+  assert flops.peak_flops_for_device("NVIDIA H100 PCIe") == 756e12
+  assert flops.peak_flops_for_device("NVIDIA H100 NVL") == 835e12
   assert flops.peak_flops_for_device("Intel CPU") is None
   assert abs(flops.mfu(1e12, 100, 989e12) - 100e12 / 989e12) < 1e-12
