@@ -187,29 +187,26 @@ class ReferenceRandom:
     return a + self.randbelow(b - a + 1)
 
   def shuffle(self, x):
-    """Shuffles list ``x`` in place exactly as ``random.Random.shuffle``."""
-    i = len(x) - 1
-    while i > 0:
-      self.reserve(min(i, self._block) + 64)
-      words = self.words.tolist()
-      p, stop = self.pos, len(words)
-      while i > 0:
-        n = i + 1
-        shift = 32 - n.bit_length()
-        q = p
-        while q < stop:
-          j = words[q] >> shift
-          q += 1
+    """Shuffles list ``x`` in place exactly as ``random.Random.shuffle``.
+
+    Steps n = len(x) .. 2 (randbelow(n)) are taken in runs of equal n.bit_length(), where the
+    draw is one shift of a word; a rejected word is consumed like any other.
+    """
+    n = len(x)
+    while n > 1:
+      self.reserve(min(n, self._block) + 64)
+      words, p = self.words.tolist(), self.pos
+      stop = len(words)
+      while n > 1 and p < stop:
+        k = n.bit_length()
+        shift, low = 32 - k, max(1 << (k - 1), 2)
+        while n >= low and p < stop:
+          j = words[p] >> shift
+          p += 1
           if j < n:
-            break
-        else:  # The buffer ended within this step: buffer more, redo the step.
-          break
-        x[i], x[j] = x[j], x[i]
-        i -= 1
-        p = q
+            n -= 1
+            x[n], x[j] = x[j], x[n]
       self.pos = p
-      if i > 0:
-        self.grow()
 
 
 def threshold(c, bits=8):
@@ -887,7 +884,7 @@ class InstanceMaker:
   picks decide later draws, so the shuffle is replayed at once.
   """
 
-  BATCH = 4096
+  BATCH = 8192
 
   def __init__(self, corpus, vocab, options, summary, vocab_file="vocab"):
     """Args:
@@ -953,6 +950,9 @@ class InstanceMaker:
     if rng.random() < opts.short_seq_prob:
       target = rng.randint(2, max_num_tokens)
     batch = self._batch
+    ranges, random_nexts, num_maskeds = batch.ranges, batch.random_next, batch.num_masked
+    regions, walk_lens = batch.regions, batch.walk_len
+    batch_size = self.BATCH
     wwm = self.continuation is not None
     hot, match = self.walks.hot, self.walks.match
     num_masked_of = self.num_masked
@@ -1059,16 +1059,16 @@ class InstanceMaker:
             # The candidate shuffle and the mask decisions: only where their words end.
             num_masked = num_masked_of[n_cand]
             rx = hot.get(n_cand)
-            if rx is not None:
-              m = rx.match(chars, q)
-              ends = None if m is None else (m.end(1), m.end())
+            m = rx.match(chars, q) if rx is not None else None
+            if m is not None:
+              walk_end, q_end = m.end(1), m.end()
             else:
-              ends = match(chars, q, n_cand)
-            if ends is None:  # A decision needs all the bits (or the buffer ended).
-              walk_end = self.walks.walk(chars, q, n_cand, self.thresholds)
-              decisions, q_end = self._decide(num_masked, rng, walk_end)
-            else:
-              walk_end, q_end = ends
+              ends = match(chars, q, n_cand) if rx is None else None
+              if ends is None:  # A decision needs all the bits (or the buffer ended).
+                walk_end = self.walks.walk(chars, q, n_cand, self.thresholds)
+                decisions, q_end = self._decide(num_masked, rng, walk_end)
+              else:
+                walk_end, q_end = ends
             region = chars[q:q_end]
             walk_len = walk_end - q
             q = q_end
@@ -1084,21 +1084,23 @@ class InstanceMaker:
           p, top8, chars = rng.pos, rng.top8, rng.chars
 
       p = q
-      batch.ranges += (a_start, a_stop, b_start, b_stop)
-      batch.random_next.append(is_random_next)
-      batch.num_masked.append(num_masked)
+      ranges += (a_start, a_stop, b_start, b_stop)
+      random_nexts.append(is_random_next)
+      num_maskeds.append(num_masked)
       if decisions is not None:
-        batch.explicit.append(len(batch.random_next) - 1)
+        batch.explicit.append(len(random_nexts) - 1)
         batch.decisions += decisions
       if wwm:
         batch.picked += picked
       else:
-        batch.regions.append(region)
-        batch.walk_len.append(walk_len)
-      if len(batch.random_next) >= self.BATCH:
+        regions.append(region)
+        walk_lens.append(walk_len)
+      if len(random_nexts) >= batch_size:
         rng.pos = p
         self.flush(records)
         batch = self._batch
+        ranges, random_nexts, num_maskeds = batch.ranges, batch.random_next, batch.num_masked
+        regions, walk_lens = batch.regions, batch.walk_len
       chunk = chunk_end - unused
     rng.pos = p
 
