@@ -147,7 +147,9 @@ def main(argv):
                     f"--shard_size_mb={FLAGS.shard_size_mb}", *common])
       best = r if best is None or r["work"]["cpu"] < best["work"]["cpu"] else best
     rows.append((name, max(workers, 1) + (workers > 0), best, _count([out])))
-    print(rows[-1][0], [l for l in rows[-1][2]["stderr"].splitlines() if "] " in l][-4:-1])
+    summary = [l.split("] ", 1)[1] for l in rows[-1][2]["stderr"].splitlines()
+               if "create_pretraining_data.py:" in l and "] " in l]
+    print(rows[-1][0], "|", " | ".join(summary))
     if workers == 0 and FLAGS.original:
       same = _same_records(original_out, out)
       print(f"bert_tf reference-mode records equal the original's: {same}")
