@@ -71,8 +71,10 @@ else:
   spec = importlib.util.spec_from_file_location("create_pretraining_data", script)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-from absl import flags
+from absl import flags, logging
 flags.FLAGS(["create_pretraining_data"] + args)
+logging.use_absl_handler()
+logging.set_verbosity(logging.INFO)
 def cpu():
   s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
   return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
