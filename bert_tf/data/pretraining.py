@@ -601,9 +601,12 @@ def expand_input_files(patterns):
   """
   if isinstance(patterns, str):
     patterns = patterns.split(",")
+  patterns = [p for p in patterns if p]  # "a.txt," is a.txt, as in the original
+  if not patterns:
+    raise BertTfError("--input_file: no input file given")
   files = []
   for pattern in patterns:
-    matched = tf.io.gfile.glob(pattern) if pattern else []
+    matched = tf.io.gfile.glob(pattern)
     if not matched:
       raise BertTfError(f"--input_file: no file matches {pattern!r}")
     files.extend(matched)
