@@ -383,6 +383,13 @@ def test_bad_inputs_are_one_line_errors_and_leave_no_output(corpus_files, uncase
       pretraining.create_pretraining_data([corpus_files["sotu"]], [str(out)],
                                           tokenization.FullTokenizer(vocab),
                                           vocab_file=vocab)
+  # A worker's error in sharded mode: the same message, nothing written.
+  with pytest.raises(BertTfError, match=r"bad.txt:4: invalid UTF-8 at byte 5"):
+    pretraining.create_pretraining_data([corpus_files["sotu"], str(tmp_path / "bad.txt")],
+                                        [str(out)], tokenizer,
+                                        pretraining.InstanceOptions(dupe_factor=1),
+                                        num_workers=2)
+  assert not os.listdir(out.parent)
   # A failed run keeps what was there before.
   out.parent.mkdir(exist_ok=True)
   out.write_bytes(b"old")
