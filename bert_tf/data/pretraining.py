@@ -99,6 +99,10 @@ class ReferenceRandom:
     words[q]   the word itself (numpy uint32), for everything else.
   A read past the buffer raises IndexError (or a walk finds no match): the caller calls
   ``grow`` and makes the same draws again.
+
+  Each buffer gets addresses of its own, ``base`` + index; with ``keep_history`` the buffers
+  since ``forget_before`` was last called stay in ``history`` (base, words), so that words can
+  be read back later by address (``history_since``).
   """
 
   def __init__(self, seed, block_words=1 << 16):
@@ -117,6 +121,9 @@ class ReferenceRandom:
     self.top8 = b""
     self.chars = ""
     self.pos = 0
+    self.base = 0
+    self.history = []
+    self.keep_history = False
 
   def reserve(self, count):
     """Buffers at least ``count`` unread words at ``pos``; may move ``pos`` (to 0)."""
@@ -128,7 +135,12 @@ class ReferenceRandom:
     w = np.empty([keep.size + need - skip], np.uint32)
     w[:keep.size] = keep
     w[keep.size:] = self._bit_generator.random_raw(need)[skip:]
+    self.base += self.words.size
     self.words = w
+    if self.keep_history:
+      self.history.append((self.base, w))
+    else:
+      self.history = [(self.base, w)]
     self.top8 = w.view(np.uint8)[_TOP_BYTE::4].tobytes()
     top15 = w >> 17
     top15 += CHAR_BASE
@@ -138,6 +150,18 @@ class ReferenceRandom:
   def grow(self):
     """Buffers twice as many words (after a draw ran past the end)."""
     self.reserve(2 * max(0, self.words.size - self.pos) + self._block)
+
+  def forget_before(self, address):
+    """Drops the buffers of ``history`` that end before ``address``."""
+    self.history = [(b, w) for b, w in self.history if b + w.size > address]
+
+  def history_since(self, address):
+    """(words, base): the buffers of ``history`` from the one holding ``address`` on, end to
+    end, and the address of words[0] (the buffers' addresses are consecutive)."""
+    buffers = [(b, w) for b, w in self.history if b + w.size > address]
+    if not buffers:
+      return self.words, self.base
+    return np.concatenate([w for _, w in buffers]), buffers[0][0]
 
   def random_at(self, p):
     """random() made of the words at ``p`` and ``p + 1`` (exact)."""
@@ -865,8 +889,8 @@ class _Batch:
     self.num_masked = []   # per instance: k
     # No WWM: the words (ReferenceRandom.chars) of the candidate shuffle and, unless the
     # decisions were made in Python, of the mask decisions after it.
-    self.regions = []      # per instance: str
-    self.walk_len = []     # per instance: words of the shuffle
+    self.region_start = []  # per instance: address (ReferenceRandom.base + index) of the words
+    self.walk_len = []      # per instance: words of the shuffle (the decisions' come after)
     # Decisions made in Python (_MASKED, _KEPT or a random id, in masking order).
     self.explicit = []     # the instances (batch rows) that have them
     self.decisions = []    # flat, for those instances in order
@@ -931,11 +955,12 @@ class InstanceMaker:
     self._reserve = 4096 + 16 * L
     self._batch = _Batch()
 
-  def flush(self, records):
-    """Serializes the instances made so far into ``records``."""
+  def flush(self, records, rng):
+    """Serializes the instances made so far (from the words of ``rng``) into ``records``."""
     if len(self._batch):
-      records.extend(self._encode_batch(self._batch))
+      records.extend(self._encode_batch(self._batch, rng))
       self._batch = _Batch()
+    rng.forget_before(rng.base)
 
   def add_document(self, doc_index, rng, records):
     """Makes the instances of document ``doc_index``; their records go to ``records``.
@@ -958,14 +983,15 @@ class InstanceMaker:
       target = rng.randint(2, max_num_tokens)
     batch = self._batch
     ranges, random_nexts, num_maskeds = batch.ranges, batch.random_next, batch.num_masked
-    regions, walk_lens = batch.regions, batch.walk_len
+    region_starts, walk_lens = batch.region_start, batch.walk_len
     batch_size = self.BATCH
     wwm = self.continuation is not None
     hot, match = self.walks.hot, self.walks.match
     num_masked_of = self.num_masked
     reserve = self._reserve
+    rng.keep_history = True
     p = rng.pos
-    top8, chars = rng.top8, rng.chars
+    top8, chars, base = rng.top8, rng.chars, rng.base
     chunk = first
     while chunk < end:
       # The chunk is sentences chunk .. chunk_end-1: up to the first that brings it to
@@ -975,7 +1001,7 @@ class InstanceMaker:
       if len(top8) - p < reserve:
         rng.pos = p
         rng.reserve(reserve)
-        p, top8, chars = rng.pos, rng.top8, rng.chars
+        p, top8, chars, base = rng.pos, rng.top8, rng.chars, rng.base
       while True:
         try:
           q = p
@@ -1076,7 +1102,7 @@ class InstanceMaker:
                 decisions, q_end = self._decide(num_masked, rng, walk_end)
               else:
                 walk_end, q_end = ends
-            region = chars[q:q_end]
+            region_start = base + q
             walk_len = walk_end - q
             q = q_end
           else:
@@ -1088,7 +1114,7 @@ class InstanceMaker:
         except IndexError:  # The buffered words ran out: more, and the same draws again.
           rng.pos = p
           rng.grow()
-          p, top8, chars = rng.pos, rng.top8, rng.chars
+          p, top8, chars, base = rng.pos, rng.top8, rng.chars, rng.base
 
       p = q
       ranges += (a_start, a_stop, b_start, b_stop)
@@ -1100,14 +1126,14 @@ class InstanceMaker:
       if wwm:
         batch.picked += picked
       else:
-        regions.append(region)
+        region_starts.append(region_start)
         walk_lens.append(walk_len)
       if len(random_nexts) >= batch_size:
         rng.pos = p
-        self.flush(records)
+        self.flush(records, rng)
         batch = self._batch
         ranges, random_nexts, num_maskeds = batch.ranges, batch.random_next, batch.num_masked
-        regions, walk_lens = batch.regions, batch.walk_len
+        region_starts, walk_lens = batch.region_start, batch.walk_len
       chunk = chunk_end - unused
     rng.pos = p
 
@@ -1171,7 +1197,7 @@ class InstanceMaker:
       picked += group
     return picked, p
 
-  def _encode_batch(self, batch):
+  def _encode_batch(self, batch, rng):
     """Gathers tokens, replays the candidate shuffles, applies the masks, serializes.
 
     Shapes: B instances, T = their tokens in all, P = max_predictions_per_seq.
@@ -1204,11 +1230,14 @@ class InstanceMaker:
     explicit[batch.explicit] = True
     decisions = np.zeros([B, P], np.int64)
     if self.continuation is None:
-      # The words of every region, end to end (zeros after, for reads past the end).
-      words = np.frombuffer("".join(batch.regions).encode("utf-32-le"), "<u4").astype(np.int32)
-      words = np.concatenate([words - CHAR_BASE, np.zeros([8], np.int32)])  # [W + 8]
-      region_len = np.fromiter(map(len, batch.regions), np.int64, B)
-      region_start = np.cumsum(region_len) - region_len                # [B]
+      # The top 15 bits of every region's words, end to end (zeros after, for reads past the
+      # end).
+      region_start = np.array(batch.region_start, np.int64)            # [B] addresses
+      words, base = rng.history_since(int(region_start.min()))         # [W]
+      top15 = np.zeros([words.size + 8], np.int32)                     # [W + 8]
+      np.right_shift(words, 17, out=top15[:words.size], casting="unsafe")
+      words = top15
+      region_start -= base                                             # [B] into words
       cand = _first_picks(words, region_start, len_a + len_b, P, self.thresholds,
                           self.shift15)                                # [B, P]
       positions = cand + 1 + (cand >= len_a[:, None])                  # skip [CLS], middle [SEP]
@@ -1331,7 +1360,8 @@ def records_from_corpus(corpus, maker, rng, dupe_factor):
   for _ in range(dupe_factor):
     for doc_index in range(len(corpus.documents)):
       maker.add_document(doc_index, rng, records)
-  maker.flush(records)
+  maker.flush(records, rng)
+  rng.keep_history = False
   rng.shuffle(records)
   return records
 
