@@ -1388,15 +1388,12 @@ class RoundRobinWriter:
     self.written = 0
 
   def write_all(self, records):
-    writers = self._writers
-    count = len(writers)
-    index = self._next
-    for record in records:
-      writers[index].write(record)
-      index += 1
-      if index == count:
-        index = 0
-    self._next = index
+    """Writes ``records``, continuing the round-robin where the last call left it."""
+    count = len(self._writers)
+    for k, writer in enumerate(self._writers):
+      # Each file's share in order, file by file: the same files as one record at a time.
+      collections.deque(map(writer.write, records[(k - self._next) % count::count]), maxlen=0)
+    self._next = (self._next + len(records)) % count
     self.written += len(records)
 
   def commit(self):
