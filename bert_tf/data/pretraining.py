@@ -841,6 +841,8 @@ class InstanceOptions:
     if self.max_seq_length < 5:
       raise BertTfError(f"--max_seq_length={self.max_seq_length}: must be at least 5 "
                         "([CLS] A [SEP] B [SEP] with at least 2 tokens for A and B)")
+    if self.max_seq_length > 1 << 15:
+      raise BertTfError(f"--max_seq_length={self.max_seq_length}: at most 32768 is supported")
     if self.max_predictions_per_seq < 1:
       raise BertTfError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be "
                         "at least 1")
