@@ -322,12 +322,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     train_file = features(train_examples, "train", glue_task.train_split, True)
     progress(f"***** Running training *****  examples {len(train_examples)}, batch size "
              f"{train_batch_size}, steps {num_train_steps} (warmup {num_warmup_steps})")
-    from bert_tf import optimization  # pylint: disable=import-outside-toplevel
-    with strategy.scope():
-      optimizer = optimization.create_optimizer(
-          learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
-      if dtype == "float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer = loop.make_optimizer(strategy, learning_rate, num_train_steps,
+                                    num_warmup_steps, dtype, optimizer_kwargs)
     trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
         model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,

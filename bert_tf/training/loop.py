@@ -231,6 +231,19 @@ class Trainer:
     return stats
 
 
+def make_optimizer(strategy, learning_rate, num_train_steps, num_warmup_steps,
+                   dtype="float32", optimizer_kwargs=None):
+  """``optimization.create_optimizer`` under the strategy's scope, wrapped for dynamic loss
+  scaling when ``dtype`` is float16 (the one place every training script builds it)."""
+  from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+  with strategy.scope():
+    optimizer = optimization.create_optimizer(
+        learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
+    if dtype == "float16":
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
 def random_states(model):
   """The state variables of the model's random generators (dropout), for checkpointing.
 

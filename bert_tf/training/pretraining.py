@@ -109,7 +109,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
 
   import keras  # pylint: disable=import-outside-toplevel
 
-  from bert_tf import flops, optimization  # pylint: disable=import-outside-toplevel
+  from bert_tf import flops  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
@@ -143,11 +143,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     return fn
 
   if do_train:
-    with strategy.scope():
-      optimizer = optimization.create_optimizer(
-          learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))
-      if dtype == "float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer = loop.make_optimizer(strategy, learning_rate, num_train_steps,
+                                    num_warmup_steps, dtype, optimizer_kwargs)
     peak = peak_flops or flops.detect_peak_flops(strategy)
     trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
         model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
