@@ -313,7 +313,10 @@ def run_driver():
   loads = [r[k] for r in results for k in ("load_before", "load_after")]
   summary = {
       "date": time.strftime("%Y-%m-%d"), "nproc": os.cpu_count(), "cpu": _cpu_model(),
-      "versions": versions, "seq_length": FLAGS.seq_length,
+      "versions": versions, "seq_length": FLAGS.seq_length, "threads": FLAGS.threads,
+      "environment": {k: os.environ[k] for k in (
+          "TF_CPU_ALLOCATOR_USE_BFC", "TF_ENABLE_ONEDNN_OPTS", "OMP_NUM_THREADS")
+                      if k in os.environ},
       "num_predictions": FLAGS.num_predictions,
       "load_1min": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)}
       if loads else None,
