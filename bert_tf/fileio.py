@@ -2,17 +2,52 @@
 
 Everything bert_tf writes (TFRecords, JSON, checkpoints exported in Google's format,
 predictions) goes to a temporary name beside the target and is renamed when whole, so an
-interrupted job never leaves an output that looks complete. ``tf.io.gfile`` is used so that
-``gs://`` paths work on Cloud TPU VMs.
+interrupted job never leaves an output that looks complete.
+
+Local paths use the standard library; paths with a scheme (``gs://...``, as on Cloud TPU VMs)
+go through ``tf.io.gfile``. TensorFlow is imported only for those, so that data preparation
+(``create_pretraining_data``) runs without it.
 """
 
 import contextlib
 import os
+import shutil
 import uuid
 
-import tensorflow as tf
-
 from bert_tf.errors import BertTfError
+
+
+def is_remote(path):
+  """True for paths with a scheme (``gs://``, ``hdfs://``...): those go through tf.io.gfile."""
+  return "://" in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
+def exists(path):
+  return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def makedirs(path):
+  """Creates directory ``path`` and its parents if missing."""
+  if is_remote(path):
+    _gfile().makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def open_file(path, mode="r"):
+  """``open`` for local paths (text as UTF-8), ``tf.io.gfile.GFile`` for remote ones."""
+  if is_remote(path):
+    return _gfile().GFile(path, mode)
+  return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+
+
+def file_size(path):
+  return _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
 
 
 def temp_name(path):
@@ -22,16 +57,29 @@ def temp_name(path):
 
 def commit(tmp_path, path):
   """Renames a finished temporary file onto ``path``, replacing what was there."""
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  if is_remote(path):
+    _gfile().rename(tmp_path, path, overwrite=True)
+  else:
+    os.replace(tmp_path, path)
 
 
 def discard(tmp_path):
   """Removes a temporary file left by a failed write, if any."""
   try:
-    if tf.io.gfile.exists(tmp_path):
-      tf.io.gfile.remove(tmp_path)
-  except tf.errors.OpError:
+    if is_remote(tmp_path):
+      gfile = _gfile()
+      if gfile.exists(tmp_path):
+        gfile.remove(tmp_path)
+    elif os.path.exists(tmp_path):
+      os.remove(tmp_path)
+  except Exception:  # pylint: disable=broad-except
     pass
+
+
+def _make_parent(path):
+  parent = os.path.dirname(path)
+  if parent and not exists(parent):
+    makedirs(parent)
 
 
 @contextlib.contextmanager
@@ -42,12 +90,10 @@ def atomic_write(path, mode="w"):
     >>> with atomic_write("/tmp/x.json") as f:
     ...   _ = f.write("{}")
   """
-  parent = os.path.dirname(path)
-  if parent and not tf.io.gfile.exists(parent):
-    tf.io.gfile.makedirs(parent)
+  _make_parent(path)
   tmp = temp_name(path)
   try:
-    with tf.io.gfile.GFile(tmp, mode) as f:
+    with open_file(tmp, mode) as f:
       yield f
     commit(tmp, path)
   except BaseException:
@@ -59,7 +105,10 @@ def copy_atomically(source, target):
   """Copies ``source`` to ``target`` through a temporary name (``gs://`` paths work)."""
   tmp = temp_name(target)
   try:
-    tf.io.gfile.copy(source, tmp, overwrite=True)
+    if is_remote(source) or is_remote(target):
+      _gfile().copy(source, tmp, overwrite=True)
+    else:
+      shutil.copyfile(source, tmp)
     commit(tmp, target)
   except BaseException:
     discard(tmp)
@@ -68,7 +117,7 @@ def copy_atomically(source, target):
 
 def require_file(path, what="file", flag=None):
   """Raises a one-line ``BertTfError`` unless ``path`` exists."""
-  if not path or not tf.io.gfile.exists(path):
+  if not path or not exists(path):
     where = f" (--{flag})" if flag else ""
     raise BertTfError(f"{what} not found{where}: {path!r}")
   return path

@@ -41,8 +41,7 @@ import collections
 import re
 import unicodedata
 
-import tensorflow as tf
-
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 UNK_TOKEN = "[UNK]"
@@ -163,9 +162,9 @@ def load_vocab(vocab_file):
   Raises:
     BertTfError: the file does not exist.
   """
-  if not vocab_file or not tf.io.gfile.exists(vocab_file):
+  if not vocab_file or not fileio.exists(vocab_file):
     raise BertTfError(f"vocab file not found: {str(vocab_file)!r}")
-  with tf.io.gfile.GFile(vocab_file, "rb") as reader:
+  with fileio.open_file(vocab_file, "rb") as reader:
     data = convert_to_unicode(reader.read())
   # The original reads with readline(): lines end at "\n" only (not at the other characters
   # str.splitlines() knows), and no extra empty line follows a final "\n".

@@ -20,21 +20,19 @@ Shape legend:
 
 import collections
 
-import tensorflow as tf
-
 SEQ = "max_seq_length"
 PRED = "max_predictions_per_seq"
 ONE = "1"
 
-# name -> (stored dtype, length), in the order the original builds its tf.train.Example.
+# name -> (stored dtype name, length), in the order the original builds its tf.train.Example.
 PRETRAINING_FEATURES = collections.OrderedDict([
-    ("input_ids", (tf.int64, SEQ)),
-    ("input_mask", (tf.int64, SEQ)),
-    ("segment_ids", (tf.int64, SEQ)),
-    ("masked_lm_positions", (tf.int64, PRED)),
-    ("masked_lm_ids", (tf.int64, PRED)),
-    ("masked_lm_weights", (tf.float32, PRED)),
-    ("next_sentence_labels", (tf.int64, ONE)),
+    ("input_ids", ("int64", SEQ)),
+    ("input_mask", ("int64", SEQ)),
+    ("segment_ids", ("int64", SEQ)),
+    ("masked_lm_positions", ("int64", PRED)),
+    ("masked_lm_ids", ("int64", PRED)),
+    ("masked_lm_weights", ("float32", PRED)),
+    ("next_sentence_labels", ("int64", ONE)),
 ])
 
 PRETRAINING_FEATURE_NAMES = tuple(PRETRAINING_FEATURES)
@@ -54,14 +52,16 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     >>> spec["masked_lm_weights"]
     FixedLenFeature(shape=[20], dtype=tf.float32, default_value=None)
   """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return {
       name: tf.io.FixedLenFeature(
-          [feature_length(name, max_seq_length, max_predictions_per_seq)], dtype)
+          [feature_length(name, max_seq_length, max_predictions_per_seq)], tf.as_dtype(dtype))
       for name, (dtype, _) in PRETRAINING_FEATURES.items()
   }
 
 
 def cast_parsed_features(features):
   """int64 -> int32 for every integer feature (TPUs want int32); floats are kept."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
           for name, t in features.items()}
