@@ -46,6 +46,7 @@ import codecs
 import collections
 import contextlib
 import dataclasses
+import glob
 import logging
 import multiprocessing
 import os
@@ -56,10 +57,10 @@ import sys
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.data import features as features_lib
+from bert_tf.data import tfrecord
 from bert_tf.errors import BertTfError
 
 logger = logging.getLogger("bert_tf.data.pretraining")
@@ -470,7 +471,7 @@ class RecordEncoder:
     cache = self._prefixes[name]
     prefix = cache.get(size)
     if prefix is None:
-      is_float = features_lib.PRETRAINING_FEATURES[name][0] == tf.float32
+      is_float = features_lib.PRETRAINING_FEATURES[name][0] == "float32"
       values = (b"\x0a" + _varint(size)) if size else b""             # FloatList/Int64List
       feature = (b"\x12" if is_float else b"\x1a") + _varint(len(values) + size) + values
       key = b"\x0a" + _varint(len(name)) + name.encode()
@@ -630,20 +631,30 @@ def expand_input_files(patterns):
     raise BertTfError("--input_file: no input file given")
   files = []
   for pattern in patterns:
-    matched = tf.io.gfile.glob(pattern)
+    matched = _glob(pattern)
     if not matched:
       raise BertTfError(f"--input_file: no file matches {pattern!r}")
     files.extend(matched)
   return files
 
 
+def _glob(pattern):
+  """``tf.io.gfile.glob(pattern)`` (the original's order: the directory's), locally without TF."""
+  if fileio.is_remote(pattern):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    return tf.io.gfile.glob(pattern)
+  if not glob.has_magic(pattern):
+    return [pattern] if os.path.exists(pattern) else []
+  # tf.io.gfile.glob matches names starting with "." too, and returns files and directories.
+  return glob.glob(pattern, include_hidden=True)
+
+
 def _open_binary(path):
-  """A local file with open() (no TensorFlow in worker processes), else tf.io.gfile."""
-  return tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")
+  return fileio.open_file(path, "rb")
 
 
 def _file_size(path):
-  return tf.io.gfile.stat(path).length if "://" in path else os.path.getsize(path)
+  return fileio.file_size(path)
 
 
 def _iter_lines(path, start=0, end=None):
@@ -1376,16 +1387,15 @@ class RoundRobinWriter:
 
   def __init__(self, output_files, gzip=False):
     self.output_files = list(output_files)
-    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
     self._temps = []
     self._writers = []
     for path in self.output_files:
       parent = os.path.dirname(path)
-      if parent and not tf.io.gfile.exists(parent):
-        tf.io.gfile.makedirs(parent)
+      if parent and not fileio.exists(parent):
+        fileio.makedirs(parent)
       tmp = fileio.temp_name(path)
       self._temps.append(tmp)
-      self._writers.append(tf.io.TFRecordWriter(tmp, options))
+      self._writers.append(tfrecord.TFRecordWriter(tmp, gzip))
     self._next = 0
     self.written = 0
 
@@ -1394,7 +1404,7 @@ class RoundRobinWriter:
     count = len(self._writers)
     for k, writer in enumerate(self._writers):
       # Each file's share in order, file by file: the same files as one record at a time.
-      collections.deque(map(writer.write, records[(k - self._next) % count::count]), maxlen=0)
+      writer.write_all(records[(k - self._next) % count::count])
     self._next = (self._next + len(records)) % count
     self.written += len(records)
 
