@@ -81,7 +81,7 @@ class MaskedLMHead(_HeadLayer):
     super().__init__(config, **kwargs)
     c = self.config
     with bert_layers.scoped(self.name, "transform"):
-      self.transform_dense = keras.layers.Dense(
+      self.transform_dense = bert_layers.Dense(
           c.hidden_size, activation=get_activation(c.hidden_act), name="dense",
           kernel_initializer=bert_layers.truncated_normal(c), dtype=self.dtype_policy)
       self.transform_dense.build((None, None, c.hidden_size))

@@ -55,9 +55,32 @@ def layer_norm(config, name="LayerNorm"):
                                          dtype="float32")
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Dense(keras.layers.Dense):
+  """``keras.layers.Dense`` (same weights ``kernel`` [in, units] and ``bias``, same numbers)
+  computed as one 2-D matmul on ``[-1, in]``.
+
+  Keras's Dense hands a ``[B,S,H]`` input to ``tf.matmul`` as a broadcast batch matmul: B
+  small products, which TensorFlow's CPU kernels run far slower than one ``[B*S,H]`` product
+  (the gradient of the broadcast kernel is a further reduction over B).
+  """
+
+  def call(self, inputs, training=None):
+    if self.lora_enabled or self.quantization_mode or len(inputs.shape) == 2:
+      return super().call(inputs, training=training)
+    units = self.kernel.shape[-1]
+    flat = tf.reshape(inputs, [-1, inputs.shape[-1]])                 # [B*S, in]
+    y = tf.matmul(flat, self.kernel)                                   # [B*S, units]
+    if self.bias is not None:
+      y = tf.nn.bias_add(y, self.bias)
+    if self.activation is not None:
+      y = self.activation(y)
+    return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [units]], axis=0))
+
+
 def _dense(units, config, name, activation=None, dtype=None):
-  return keras.layers.Dense(units, activation=activation, name=name,
-                            kernel_initializer=truncated_normal(config), dtype=dtype)
+  return Dense(units, activation=activation, name=name,
+               kernel_initializer=truncated_normal(config), dtype=dtype)
 
 
 class _ConfigLayer(keras.layers.Layer):
