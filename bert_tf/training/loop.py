@@ -126,6 +126,11 @@ class Trainer:
     """A tf.function running ``n`` updates in-graph: ``loop(iterator, n) -> mean loss``."""
     self._compiled_gradients = tf.function(self._gradients,
                                            jit_compile=bool(self.config.jit_compile))
+    if self.config.jit_compile:
+      # The update of each variable as one XLA computation too (bert_tf's optimizers).
+      inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+      if hasattr(inner, "fused_update"):
+        inner.fused_update = True
     strategy = self.strategy
 
     @tf.function
