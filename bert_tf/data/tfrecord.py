@@ -39,6 +39,11 @@ def _tables():
 
 
 _T0, _T1, _T2, _T3 = _tables()
+_I = np.arange(1 << 16, dtype=np.uint32)
+# Four bytes x (little-endian) advance the CRC as _LO[x & 0xFFFF] ^ _HI[x >> 16].
+_LO = _T3[_I & 0xFF] ^ _T2[_I >> 8]
+_HI = _T1[_I & 0xFF] ^ _T0[_I >> 8]
+del _I
 
 
 def crc32c(data, crc=0):
@@ -63,6 +68,20 @@ def crc32c_rows(data, lengths):
     data: [B, N] uint8, N >= max(lengths); the bytes past a row's length are ignored.
     lengths: [B] ints.
   """
+  data = np.asarray(data, np.uint8)
+  B, N = data.shape
+  flat = np.concatenate([data.ravel(), np.zeros([N + 4], np.uint8)])
+  return crc32c_spans(flat, np.arange(B, dtype=np.int64) * N, lengths)
+
+
+def crc32c_spans(flat, starts, lengths):
+  """CRC-32C of ``flat[starts[b]:starts[b] + lengths[b]]`` for every b: [B] uint32.
+
+  Args:
+    flat: [F] uint8 with at least max(lengths) + 4 readable bytes after every start (the
+      bytes past a span are read but ignored).
+    starts, lengths: [B] ints.
+  """
   lengths = np.asarray(lengths, np.int64)
   B = lengths.size
   crc = np.full([B], 0xFFFFFFFF, np.uint32)
@@ -72,16 +91,22 @@ def crc32c_rows(data, lengths):
   sorted_len = lengths[order]
   n_words = sorted_len // 4                                            # [B]
   W = int(n_words[0])
-  rows = np.ascontiguousarray(data[order])
+  # Row b's bytes, sorted by length: windows of flat (a copy of W + 1 words per row).
+  width = 4 * W + 4
+  rows = np.lib.stride_tricks.sliding_window_view(flat, width)[
+      np.asarray(starts, np.int64)[order]]                             # [B, 4W + 4]
   if W:
-    words = np.ascontiguousarray(
-        rows[:, :4 * W].view("<u4").astype(np.uint32, copy=False).T)  # [W, B]
+    words = np.ascontiguousarray(rows[:, :4 * W].view("<u4").T)       # [W, B]
     # Rows with more than s whole words: a prefix (sorted by length).
     active = np.searchsorted(-n_words, -np.arange(W), side="left")    # [W]
     for s in range(W):
       a = int(active[s])
-      x = crc[:a] ^ words[s, :a]
-      crc[:a] = (_T3[x & 0xFF] ^ _T2[(x >> 8) & 0xFF] ^ _T1[(x >> 16) & 0xFF] ^ _T0[x >> 24])
+      if a == B:
+        x = crc ^ words[s]
+        crc = _LO[x & 0xFFFF] ^ _HI[x >> 16]
+      else:
+        x = crc[:a] ^ words[s, :a]
+        crc[:a] = _LO[x & 0xFFFF] ^ _HI[x >> 16]
   tail = sorted_len - 4 * n_words                                      # [B] 0..3 bytes
   for t in range(3):
     r = np.flatnonzero(tail > t)
@@ -101,9 +126,9 @@ def frame(records):
     return b""
   lengths = np.fromiter(map(len, records), np.int64, len(records))     # [B]
   B, N = lengths.size, int(lengths.max())
-  data = np.zeros([B, N], np.uint8)
-  data[np.arange(N)[None, :] < lengths[:, None]] = np.frombuffer(b"".join(records), np.uint8)
-  data_crc = mask(crc32c_rows(data, lengths)).astype("<u4")            # [B]
+  flat = np.frombuffer(b"".join(records) + bytes(N + 8), np.uint8)    # records end to end
+  starts = np.cumsum(lengths) - lengths                                # [B]
+  data_crc = mask(crc32c_spans(flat, starts, lengths)).astype("<u4")   # [B]
   head = np.zeros([B, 12], np.uint8)
   head[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(B, 8)
   head[:, 8:] = mask(crc32c_rows(head, np.full([B], 8))).astype("<u4").view(
