@@ -454,6 +454,12 @@ class RecordEncoder:
     self._next_sentence = [self.entry("next_sentence_labels", b"\x00"),
                            self.entry("next_sentence_labels", b"\x01")]
     self._segment_prefix = self.prefix("segment_ids", L)
+    # Runs of whole entries that follow each other in every record, joined ahead:
+    # input_ids' padding + input_mask (by n), and masked_lm_weights + next_sentence_labels +
+    # segment_ids' prefix (by 2 k + random_next).
+    self._padding_and_mask = [b"\x00" * (L - n) + self._input_mask[n] for n in range(L + 1)]
+    self._weights_to_segments = [self._weights[k] + self._next_sentence[r] + self._segment_prefix
+                                 for k in range(P + 1) for r in (0, 1)]
     # Prefixes (and their sizes) of the entries whose size varies, for every possible size.
     most = 3 * max(L, P) + 1
     self._prefix_list = {name: [self.prefix(name, size) for size in range(most)]
@@ -516,27 +522,22 @@ class RecordEncoder:
              sb + self._prefix_size["masked_lm_ids"][sb] +
              sc + self._prefix_size["masked_lm_positions"][sc])        # [B]
     heads = self._record_head
-    input_mask, weights, next_sentence = self._input_mask, self._weights, self._next_sentence
+    padding_and_mask, weights_to_segments = self._padding_and_mask, self._weights_to_segments
     ids_prefix = self._prefix_list["input_ids"]
     lm_ids_prefix = self._prefix_list["masked_lm_ids"]
     lm_positions_prefix = self._prefix_list["masked_lm_positions"]
-    segment_prefix, join = self._segment_prefix, b"".join
-    zeros = b"\x00" * L
+    join = b"".join
+    kr = (2 * num_masked + np.asarray(random_next, np.int64)).tolist()  # [B]
     records = []
     a = b = c = d = 0
-    for size, n, k, r, sa, sb, sc, st in zip(sizes.tolist(), n_tokens.tolist(),
-                                             num_masked.tolist(), random_next, ids_size,
-                                             lm_ids_size, lm_positions_size,
-                                             ids_total.tolist()):
+    for size, n, k_r, sa, sb, sc, st in zip(sizes.tolist(), n_tokens.tolist(), kr, ids_size,
+                                            lm_ids_size, lm_positions_size, ids_total.tolist()):
       records.append(join((
           heads[size],
-          ids_prefix[st], ids[a:a + sa], zeros[n:],
-          input_mask[n],
+          ids_prefix[st], ids[a:a + sa], padding_and_mask[n],
           lm_ids_prefix[sb], lm_ids[b:b + sb],
           lm_positions_prefix[sc], lm_positions[c:c + sc],
-          weights[k],
-          next_sentence[r],
-          segment_prefix, segments[d:d + L],
+          weights_to_segments[k_r], segments[d:d + L],
       )))
       a += sa
       b += sb
