@@ -42,7 +42,8 @@ flags.DEFINE_string("vocab_file", None, "vocab.txt; default: the real bert-base-
 flags.DEFINE_integer("dupe_factor", 10, "The original's default.")
 flags.DEFINE_list("workers", ["1", "2"], "Worker counts for sharded mode.")
 flags.DEFINE_float("shard_size_mb", 2.0, "Sharded mode: --shard_size_mb.")
-flags.DEFINE_integer("runs", 1, "Timed runs per bert_tf configuration (best is reported).")
+flags.DEFINE_integer("runs", 1, "Timed runs per configuration, the original's included (the "
+                     "run with the least work CPU is reported).")
 flags.DEFINE_bool("original", True, "Run the original (about 70 s of CPU on this corpus).")
 flags.mark_flag_as_required("sotu_dir")
 FLAGS = flags.FLAGS
@@ -136,7 +137,10 @@ def main(argv):
   rows = []
   original_out = os.path.join(work, "original.tfrecord")
   if FLAGS.original:
-    r = _measure("original", [f"--output_file={original_out}", *common])
+    r = None
+    for _ in range(FLAGS.runs):
+      run = _measure("original", [f"--output_file={original_out}", *common])
+      r = run if r is None or run["work"]["cpu"] < r["work"]["cpu"] else r
     rows.append(("Google original (bert-tensorflow 1.0.4)", 1, r, _count([original_out])))
     print(rows[-1][0], r["work"])
   configs = [("bert_tf reference mode (same records)", 0)]

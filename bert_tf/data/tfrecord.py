@@ -140,6 +140,13 @@ def frame(records):
   return b"".join(itertools.chain.from_iterable(zip(heads, records, feet)))
 
 
+def frame_all(records):
+  """(framed bytes of all ``records`` end to end, [B] int64 framed size of each)."""
+  blobs = [frame(records[start:start + _BATCH]) for start in range(0, len(records), _BATCH)]
+  sizes = np.fromiter(map(len, records), np.int64, len(records)) + 16
+  return b"".join(blobs), sizes
+
+
 class TFRecordWriter:
   """Writes framed records to ``path`` (local or ``gs://``), optionally GZIP-compressed.
 
@@ -158,6 +165,10 @@ class TFRecordWriter:
 
   def write(self, record):
     self._stream.write(frame([record]))
+
+  def write_framed(self, data):
+    """Writes bytes that are already framed records (``frame``'s output)."""
+    self._stream.write(data)
 
   def close(self):
     if self._stream is not self._file:
