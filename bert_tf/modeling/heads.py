@@ -116,7 +116,7 @@ class LinearHead(_HeadLayer):
     self.dropout_rate = dropout_rate
     self.output_weights = self._output_weights(num_outputs)
     self.output_bias = self._output_bias(num_outputs)
-    self.dropout = keras.layers.Dropout(dropout_rate) if dropout_rate else None
+    self.dropout = bert_layers.Dropout(dropout_rate) if dropout_rate else None
     self.built = True
 
   def call(self, x, training=None):

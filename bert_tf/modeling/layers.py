@@ -78,6 +78,32 @@ class Dense(keras.layers.Dense):
     return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [units]], axis=0))
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Dropout(keras.layers.Dropout):
+  """``keras.layers.Dropout`` (same rule, same ``seed_generator`` state) drawing its mask
+  with the Philox generator.
+
+  Keras leaves the algorithm to TensorFlow, which under XLA picks ThreeFry on CPU: on a
+  ``[32,4,128,128]`` tensor 578 ms against 22 ms for Philox (2 CPU cores), a quarter of a
+  training step of the small config. Philox is TensorFlow's own choice outside XLA.
+  """
+
+  def call(self, inputs, training=False):
+    if not training or self.rate <= 0:
+      return inputs
+    if self.rate >= 1.0:
+      return tf.zeros_like(inputs)
+    seed = self.seed_generator.next()
+    # Keras's cast of the int64 generator state to the int32 seed stateless ops take.
+    seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    noise_shape = None
+    if self.noise_shape is not None:
+      noise_shape = [tf.shape(inputs)[i] if d is None else d
+                     for i, d in enumerate(self.noise_shape)]
+    return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed,
+                                                noise_shape=noise_shape, rng_alg="philox")
+
+
 def _dense(units, config, name, activation=None, dtype=None):
   return Dense(units, activation=activation, name=name,
                kernel_initializer=truncated_normal(config), dtype=dtype)
@@ -123,7 +149,7 @@ class BertEmbeddings(_ConfigLayer):
     with scoped(self.name):
       self.layer_norm = layer_norm(c)
       self.layer_norm.build((None, None, c.hidden_size))
-    self.dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+    self.dropout = Dropout(c.hidden_dropout_prob)
     self.built = True
 
   def call(self, input_word_ids, input_type_ids, training=None):
@@ -160,7 +186,7 @@ class BertSelfAttention(_ConfigLayer):
     with scoped(self.name):
       for layer in (self.query, self.key, self.value):
         layer.build((None, None, c.hidden_size))
-    self.dropout = keras.layers.Dropout(c.attention_probs_dropout_prob)
+    self.dropout = Dropout(c.attention_probs_dropout_prob)
     self.built = True
 
   def _split_heads(self, x):
@@ -216,8 +242,8 @@ class TransformerBlock(_ConfigLayer):
       self.output_dense.build((None, None, c.intermediate_size))
       self.output_layer_norm = layer_norm(c)
       self.output_layer_norm.build(h)
-    self.attention_dropout = keras.layers.Dropout(c.hidden_dropout_prob)
-    self.output_dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+    self.attention_dropout = Dropout(c.hidden_dropout_prob)
+    self.output_dropout = Dropout(c.hidden_dropout_prob)
     self.built = True
 
   def call(self, x, attention_adder, training=None):
