@@ -76,7 +76,8 @@ def discard(tmp_path):
     pass
 
 
-def _make_parent(path):
+def make_parent(path):
+  """Creates the directory ``path`` goes in, if missing."""
   parent = os.path.dirname(path)
   if parent and not exists(parent):
     makedirs(parent)
@@ -90,7 +91,7 @@ def atomic_write(path, mode="w"):
     >>> with atomic_write("/tmp/x.json") as f:
     ...   _ = f.write("{}")
   """
-  _make_parent(path)
+  make_parent(path)
   tmp = temp_name(path)
   try:
     with open_file(tmp, mode) as f:

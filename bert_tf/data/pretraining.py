@@ -650,21 +650,13 @@ def _glob(pattern):
   return glob.glob(pattern, include_hidden=True)
 
 
-def _open_binary(path):
-  return fileio.open_file(path, "rb")
-
-
-def _file_size(path):
-  return fileio.file_size(path)
-
-
 def _iter_lines(path, start=0, end=None):
   """Yields (byte offset, line bytes) of ``path`` from ``start`` to ``end``, as GFile.readline.
 
   Like TensorFlow's readline (which the original uses): lines end at "\\n", every "\\r" is
   dropped, and a last piece that is empty once "\\r" is dropped is no line.
   """
-  with _open_binary(path) as f:
+  with fileio.open_file(path, "rb") as f:
     if start:
       f.seek(start)
     pos = start
@@ -691,7 +683,7 @@ def _iter_lines(path, start=0, end=None):
 def _line_number(path, offset):
   """1-based number of the line starting at byte ``offset`` (only for error messages)."""
   count = 1
-  with _open_binary(path) as f:
+  with fileio.open_file(path, "rb") as f:
     done = 0
     while done < offset:
       data = f.read(min(_READ_CHUNK_BYTES, offset - done))
@@ -1391,9 +1383,7 @@ class RoundRobinWriter:
     self._temps = []
     self._writers = []
     for path in self.output_files:
-      parent = os.path.dirname(path)
-      if parent and not fileio.exists(parent):
-        fileio.makedirs(parent)
+      fileio.make_parent(path)
       tmp = fileio.temp_name(path)
       self._temps.append(tmp)
       self._writers.append(tfrecord.TFRecordWriter(tmp, gzip))
@@ -1465,7 +1455,7 @@ def plan_shards(input_files, shard_bytes):
   """
   shards = []
   for path in input_files:
-    size = _file_size(path)
+    size = fileio.file_size(path)
     start = 0
     while size - start > shard_bytes:
       cut = _document_boundary(path, start + shard_bytes, size)
@@ -1488,7 +1478,7 @@ def _document_boundary(path, offset, size):
       blank = False
     if blank:
       # The next line starts after this one's "\n" (and any "\r" that readline dropped).
-      with _open_binary(path) as f:
+      with fileio.open_file(path, "rb") as f:
         f.seek(line_start)
         rest = f.read(min(size - line_start, 1 << 16))
       newline = rest.find(b"\n")
