@@ -47,6 +47,7 @@ import collections
 import contextlib
 import dataclasses
 import glob
+import itertools
 import logging
 import multiprocessing
 import os
@@ -409,21 +410,23 @@ class _VarintTable:
 
   def __init__(self, size):
     v = np.arange(max(size, 1), dtype=np.uint32)
-    self.bytes = np.stack([(v & 0x7F) | ((v >= 1 << 7) << 7),
-                           ((v >> 7) & 0x7F) | ((v >= 1 << 14) << 7),
-                           (v >> 14) & 0x7F], axis=1).astype(np.uint8)    # [size, 3]
-    self.size = (1 + (v >= 1 << 7) + (v >= 1 << 14)).astype(np.int64)  # [size]
-    self.used = np.arange(3)[None, :] < self.size[:, None]            # [size, 3]
+    # Each int's (up to three) varint bytes as one little-endian word, and which are used.
+    self.packed = ((v & 0x7F) | ((v >= 1 << 7) << 7) |
+                   ((((v >> 7) & 0x7F) | ((v >= 1 << 14) << 7)) << 8) |
+                   (((v >> 14) & 0x7F) << 16)).astype("<u4")                # [size]
+    self.size = (1 + (v >= 1 << 7) + (v >= 1 << 14)).astype(np.uint8)      # [size]
+    self.used = np.arange(4)[None, :] < self.size[:, None]                 # [size, 4]
 
   def encode(self, values, row_start):
-    """Ints of rows laid end to end -> (their varints as bytes, [B] byte size of each row).
+    """Ints of rows laid end to end -> (their varints as bytes, [B] int64 byte size of each row).
 
     Args:
       values: [T] ints; row b is values[row_start[b]:row_start[b + 1]] (rows not empty).
       row_start: [B] increasing offsets, row_start[0] == 0.
     """
-    data = np.take(self.bytes, values, axis=0)[np.take(self.used, values, axis=0)].tobytes()
-    return data, np.add.reduceat(np.take(self.size, values), row_start).tolist()
+    used = self.used.take(values, axis=0).ravel()                       # [4T]
+    data = self.packed.take(values).view(np.uint8).compress(used).tobytes()
+    return data, np.add.reduceat(self.size.take(values), row_start, dtype=np.int64)
 
 
 class RecordEncoder:
@@ -468,9 +471,17 @@ class RecordEncoder:
                          for name, prefixes in self._prefix_list.items()}
     self._fixed_size = (len(self._input_mask[0]) + len(self._weights[0]) +
                         len(self._next_sentence[0]) + len(self._segment_prefix) + L)
-    # b"\x0a" + varint(record size): the Example's one field, Features.
-    self._record_head = [b"\x0a" + _varint(size) for size in range(
+    # b"\x0a" + varint(record size): the Example's one field, Features; after the TFRecord
+    # frame's head (uint64 length, masked CRC of it), which depends on the size alone.
+    heads = [b"\x0a" + _varint(size) for size in range(
         self._fixed_size + 3 * most + 3 * (max(self._prefix_size["input_ids"]) + 1))]
+    self._head_size = np.array([len(head) for head in heads], np.int64)
+    record_size = np.arange(len(heads)) + self._head_size
+    frame = np.zeros([len(heads), 12], np.uint8)
+    frame[:, :8] = record_size.astype("<u8").view(np.uint8).reshape(-1, 8)
+    frame[:, 8:] = tfrecord.mask(tfrecord.crc32c_rows(frame, np.full([len(heads)], 8))).astype(
+        "<u4").view(np.uint8).reshape(-1, 4)
+    self._frame_and_head = [frame[size].tobytes() + head for size, head in enumerate(heads)]
 
   def prefix(self, name, size):
     """The bytes of feature ``name``'s map entry before its ``size`` bytes of packed values."""
@@ -493,57 +504,65 @@ class RecordEncoder:
 
   def encode_batch(self, tokens, row_start, n_tokens, len_a, masked_lm_positions,
                    masked_lm_ids, num_masked, random_next):
-    """Records of a batch: a list of B serialized ``tf.train.Example``.
+    """Records of a batch, framed: a list of B TFRecord-framed serialized ``tf.train.Example``
+    (``tfrecord.frame`` of each; written end to end they are a TFRecord file).
 
     Args:
       tokens: [T] ids after masking of all rows, end to end: row b is
         tokens[row_start[b]:row_start[b] + n_tokens[b]], [CLS] A [SEP] B [SEP].
-      row_start, n_tokens, len_a: [B]; len_a is the number of A tokens (segment 0 is
+      row_start, n_tokens, len_a: [B] int64; len_a is the number of A tokens (segment 0 is
         [CLS] A [SEP], segment 1 is B [SEP]).
       masked_lm_positions, masked_lm_ids: [B, P], sorted by position, 0-padded.
       num_masked: [B] real predictions per row; random_next: B bools.
+
+    The pieces of all records are joined at once, with room for each record's data CRC; the
+    CRCs are then computed for the batch and written in.
     """
     L, P = self.max_seq_length, self.max_predictions_per_seq
     B = len(random_next)
     varints = self._varints
-    ids, ids_size = varints.encode(tokens, row_start)
+    ids, ids_size = varints.encode(tokens, row_start)                  # [B] sizes
     step = np.arange(B) * P
     lm_ids, lm_ids_size = varints.encode(masked_lm_ids.ravel(), step)
     lm_positions, lm_positions_size = varints.encode(masked_lm_positions.ravel(), step)
-    span = np.arange(L)[None, :]
+    # segment_ids' values, then 4 bytes for the frame's data CRC: [B, L + 4].
+    span = np.arange(L + 4)[None, :]
     segments = ((span >= (len_a + 2)[:, None]) & (span < n_tokens[:, None])).astype(np.uint8)
-    segments = segments.tobytes()                                      # [B * L]
     # Every record's size, for its length prefix: the fixed entries plus the three whose
-    # size varies (input_ids is sa varint bytes and L - n zeros).
-    ids_total = np.array(ids_size) + (L - n_tokens)                    # [B]
-    sb = np.array(lm_ids_size)
-    sc = np.array(lm_positions_size)
+    # size varies (input_ids is its varints and L - n zeros).
+    ids_total = ids_size + (L - n_tokens)                              # [B]
     sizes = (self._fixed_size + ids_total + self._prefix_size["input_ids"][ids_total] +
-             sb + self._prefix_size["masked_lm_ids"][sb] +
-             sc + self._prefix_size["masked_lm_positions"][sc])        # [B]
-    heads = self._record_head
-    padding_and_mask, weights_to_segments = self._padding_and_mask, self._weights_to_segments
-    ids_prefix = self._prefix_list["input_ids"]
-    lm_ids_prefix = self._prefix_list["masked_lm_ids"]
-    lm_positions_prefix = self._prefix_list["masked_lm_positions"]
-    join = b"".join
-    kr = (2 * num_masked + np.asarray(random_next, np.int64)).tolist()  # [B]
-    records = []
-    a = b = c = d = 0
-    for size, n, k_r, sa, sb, sc, st in zip(sizes.tolist(), n_tokens.tolist(), kr, ids_size,
-                                            lm_ids_size, lm_positions_size, ids_total.tolist()):
-      records.append(join((
-          heads[size],
-          ids_prefix[st], ids[a:a + sa], padding_and_mask[n],
-          lm_ids_prefix[sb], lm_ids[b:b + sb],
-          lm_positions_prefix[sc], lm_positions[c:c + sc],
-          weights_to_segments[k_r], segments[d:d + L],
-      )))
-      a += sa
-      b += sb
-      c += sc
-      d += L
-    return records
+             lm_ids_size + self._prefix_size["masked_lm_ids"][lm_ids_size] +
+             lm_positions_size +
+             self._prefix_size["masked_lm_positions"][lm_positions_size])  # [B]
+    record_size = sizes + self._head_size[sizes]                       # [B]
+    ends = np.cumsum(record_size + 16)                                 # [B] framed, end to end
+    kr = 2 * num_masked + np.asarray(random_next, np.int64)            # [B]
+    pieces = zip(
+        map(self._frame_and_head.__getitem__, sizes.tolist()),
+        map(self._prefix_list["input_ids"].__getitem__, ids_total.tolist()),
+        _split(ids, ids_size),
+        map(self._padding_and_mask.__getitem__, n_tokens.tolist()),
+        map(self._prefix_list["masked_lm_ids"].__getitem__, lm_ids_size.tolist()),
+        _split(lm_ids, lm_ids_size),
+        map(self._prefix_list["masked_lm_positions"].__getitem__, lm_positions_size.tolist()),
+        _split(lm_positions, lm_positions_size),
+        map(self._weights_to_segments.__getitem__, kr.tolist()),
+        _split(segments.tobytes(), np.full([B], L + 4)))
+    data = bytearray().join(itertools.chain.from_iterable(pieces))
+    flat = np.frombuffer(data, np.uint8)
+    readable = np.concatenate([flat, np.zeros([int(record_size.max()) + 8], np.uint8)])
+    crc = tfrecord.mask(tfrecord.crc32c_spans(readable, ends - record_size - 4, record_size))
+    crc = crc.astype("<u4").view(np.uint8).reshape(B, 4)
+    for k in range(4):
+      flat[ends - 4 + k] = crc[:, k]
+    return _split(bytes(data), record_size + 16)
+
+
+def _split(data, sizes):
+  """``data`` (bytes) cut into consecutive pieces of ``sizes`` bytes: a list."""
+  ends = np.cumsum(sizes).tolist()
+  return list(map(data.__getitem__, map(slice, [0] + ends[:-1], ends)))
 
 
 # --- reading documents ---------------------------------------------------------------------------
@@ -907,7 +926,7 @@ class _Batch:
 
 
 class InstanceMaker:
-  """Turns a ``Corpus`` into serialized records, draw for draw as the original's
+  """Turns a ``Corpus`` into framed TFRecord records, draw for draw as the original's
   ``create_instances_from_document`` + ``create_masked_lm_predictions`` +
   ``write_instance_to_example_files``.
 
@@ -962,7 +981,7 @@ class InstanceMaker:
     self._batch = _Batch()
 
   def flush(self, records, rng):
-    """Serializes the instances made so far (from the words of ``rng``) into ``records``."""
+    """Serializes the instances made so far (from the words of ``rng``) into ``records``, framed."""
     if len(self._batch):
       records.extend(self._encode_batch(self._batch, rng))
       self._batch = _Batch()
@@ -1357,7 +1376,7 @@ def _decode_decisions(words, start, count, width, mask_below, vocab_size):
 
 
 def records_from_corpus(corpus, maker, rng, dupe_factor):
-  """The original's create_training_instances after reading: all records, shuffled.
+  """The original's create_training_instances after reading: all framed records, shuffled.
 
   The corpus's documents are shuffled in place first.
   """
@@ -1390,31 +1409,15 @@ class RoundRobinWriter:
     self._next = 0
     self.written = 0
 
-  def write_all(self, records):
-    """Writes ``records``, continuing the round-robin where the last call left it."""
+  def write_framed(self, records):
+    """Writes framed records (a list of bytes, ``tfrecord.frame`` of each record), continuing
+    the round-robin where the last call left it."""
     count = len(self._writers)
     for k, writer in enumerate(self._writers):
       # Each file's share in order, file by file: the same files as one record at a time.
-      writer.write_all(records[(k - self._next) % count::count])
+      writer.write_framed(b"".join(records[(k - self._next) % count::count]))
     self._next = (self._next + len(records)) % count
     self.written += len(records)
-
-  def write_framed(self, data, sizes):
-    """Writes framed records (``tfrecord.frame_all``'s bytes and [B] sizes), continuing the
-    round-robin where the last call left it."""
-    count = len(self._writers)
-    if count == 1:
-      self._writers[0].write_framed(data)
-    else:
-      ends = np.cumsum(sizes).tolist()
-      starts = [0] + ends[:-1]
-      view = memoryview(data)
-      for k, writer in enumerate(self._writers):
-        first = (k - self._next) % count
-        writer.write_framed(b"".join(view[a:b] for a, b in zip(starts[first::count],
-                                                                 ends[first::count])))
-    self._next = (self._next + len(sizes)) % count
-    self.written += len(sizes)
 
   def commit(self):
     for writer in self._writers:
@@ -1498,8 +1501,8 @@ def _init_worker(tokenizer, options, skip_invalid_utf8, shards, vocab_file):
 
 
 def _shard_records(shard_index):
-  """Worker: (framed records end to end, [B] their sizes, summary) of one shard, with its own
-  generator. Framing here keeps it off the parent, and one blob pickles fast."""
+  """Worker: (framed records, summary) of one shard, with its own generator. Framing here
+  keeps it off the parent."""
   options = _WORKER["options"]
   summary = Summary(shards=1)
   path, start, end = _WORKER["shards"][shard_index]
@@ -1511,10 +1514,8 @@ def _shard_records(shard_index):
                           _WORKER["vocab_file"])
     rng = ReferenceRandom(f"{options.random_seed}/{shard_index}")
     records = records_from_corpus(corpus, maker, rng, options.dupe_factor)
-  data, sizes = tfrecord.frame_all(records)
-  del records
   summary.peak_rss_mb = _peak_rss_mb()
-  return data, sizes, summary
+  return records, summary
 
 
 def _peak_rss_mb():
@@ -1597,7 +1598,7 @@ def _reference_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, sum
   rng = ReferenceRandom(options.random_seed)
   records = records_from_corpus(corpus, maker, rng, options.dupe_factor)
   del corpus, maker
-  writer.write_all(records)
+  writer.write_framed(records)
 
 
 def _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, vocab_file):
@@ -1620,7 +1621,7 @@ def _sharded_run(pool, shards, num_workers, summary, writer):
     while next_shard < len(shards) and len(pending) < window:
       pending.append(pool.apply_async(_shard_records, (next_shard,)))
       next_shard += 1
-    data, sizes, shard_summary = pending.popleft().get()
+    records, shard_summary = pending.popleft().get()
     summary.add(shard_summary)
-    writer.write_framed(data, sizes)
+    writer.write_framed(records)
   summary.shards = len(shards)

@@ -140,13 +140,6 @@ def frame(records):
   return b"".join(itertools.chain.from_iterable(zip(heads, records, feet)))
 
 
-def frame_all(records):
-  """(framed bytes of all ``records`` end to end, [B] int64 framed size of each)."""
-  blobs = [frame(records[start:start + _BATCH]) for start in range(0, len(records), _BATCH)]
-  sizes = np.fromiter(map(len, records), np.int64, len(records)) + 16
-  return b"".join(blobs), sizes
-
-
 class TFRecordWriter:
   """Writes framed records to ``path`` (local or ``gs://``), optionally GZIP-compressed.
 
