@@ -1415,7 +1415,9 @@ class RoundRobinWriter:
     count = len(self._writers)
     for k, writer in enumerate(self._writers):
       # Each file's share in order, file by file: the same files as one record at a time.
-      writer.write_framed(b"".join(records[(k - self._next) % count::count]))
+      share = records[(k - self._next) % count::count]
+      for start in range(0, len(share), 8192):  # Joined a few MB at a time.
+        writer.write_framed(b"".join(share[start:start + 8192]))
     self._next = (self._next + len(records)) % count
     self.written += len(records)
 
