@@ -1259,7 +1259,8 @@ class InstanceMaker:
       # end).
       region_start = np.array(batch.region_start, np.int64)            # [B] addresses
       words, base = rng.history_since(int(region_start.min()))         # [W]
-      top15 = np.zeros([words.size + 8], np.int32)                     # [W + 8]
+      # int16: half the memory traffic of the replay's reads.
+      top15 = np.zeros([words.size + 8], np.int16)                     # [W + 8]
       np.right_shift(words, 17, out=top15[:words.size], casting="unsafe")
       words = top15
       region_start -= base                                             # [B] into words
@@ -1329,11 +1330,16 @@ def _first_picks(words, start, n_cand, count, thresholds, shift15):
       v[bad] = vb
       bad = bad[vb >= t]
     ptr_a += 1
-    here = i * B + cols[:a]                                            # pool[i, row]
-    there = (v >> shift15[i]) * B + cols[:a]                           # pool[j, row]
-    pool_here = pool[here]
-    pool[here] = pool[there]
-    pool[there] = pool_here
+    there = (v >> shift15[i]).astype(np.int64)
+    there *= B
+    there += cols[:a]                                                  # pool[j, row]
+    here = pool[i * B:i * B + a]                                       # pool[i, row], a view
+    if i >= count:  # Position i is final and not wanted: only its item moves (to j).
+      pool[there] = here
+    else:
+      item = pool[there]
+      pool[there] = here
+      here[:] = item
   picks = np.empty([B, count], np.int64)
   picks[order] = pool.reshape(size, B)[:count].T
   picks[np.arange(count)[None, :] >= n_cand[:, None]] = -1
