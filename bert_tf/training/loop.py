@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import layers
 
 
 @dataclasses.dataclass
@@ -131,6 +132,8 @@ class Trainer:
       inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
       if hasattr(inner, "fused_update"):
         inner.fused_update = True
+      # Dropout masks from an integer hash XLA fuses, not its slow Philox expansion.
+      layers.set_dropout_rng(self.model, "hash")
     strategy = self.strategy
 
     @tf.function

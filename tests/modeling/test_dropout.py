@@ -1,0 +1,89 @@
+"""Dropout masks: the "hash" generator against MurmurHash3's published finalizer and the
+binomial statistics a dropout mask must have; the training loop's choice under XLA."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.modeling import BertConfig, layers
+from bert_tf.training import loop
+from bert_tf.training.pretraining import PretrainingTask
+from tests.reference import google_models
+
+
+def _fmix32(h):
+  """MurmurHash3's fmix32, from its published definition (Python ints)."""
+  h ^= h >> 16
+  h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+  h ^= h >> 13
+  h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+  h ^= h >> 16
+  return h
+
+
+def test_fmix32_known_values():
+  # fmix32 maps 0 to 0 and is a bijection; 1 -> 0x514E28B7 is its published value.
+  assert _fmix32(0) == 0
+  assert _fmix32(1) == 0x514E28B7
+
+
+@pytest.mark.parametrize("seed", [(0, 0), (7, 11), (2**31 - 3, 123456789)])
+def test_hash_bits_match_the_definition(seed):
+  bits = layers.hash_bits([3, 50], tf.constant(seed, tf.int32)).numpy().astype(np.int64)
+  expected = [_fmix32(_fmix32((i * 0x9E3779B9 + seed[0]) & 0xFFFFFFFF) ^ seed[1])
+              for i in range(150)]
+  assert bits.ravel().tolist() == expected
+
+
+def test_hash_dropout_same_under_xla_and_eager():
+  x = tf.random.stateless_normal([4, 33, 17], seed=[1, 2])
+  seed = tf.constant([5, 9], tf.int32)
+  eager = layers.hash_dropout(x, 0.1, seed).numpy()
+  xla = tf.function(layers.hash_dropout, jit_compile=True)(x, 0.1, seed).numpy()
+  np.testing.assert_array_equal(eager, xla)
+
+
+def test_hash_dropout_statistics():
+  """Keep rate, scaling, independence of neighbours and of seeds, within 6 binomial sigmas."""
+  rate, n = 0.1, 1 << 22
+  p = 1.0 - rate
+  x = tf.ones([n // 256, 256])
+  y1 = layers.hash_dropout(x, rate, tf.constant([3, 4], tf.int32)).numpy().ravel()
+  y2 = layers.hash_dropout(x, rate, tf.constant([3, 5], tf.int32)).numpy().ravel()
+  assert set(np.unique(y1).tolist()) == {0.0, np.float32(1.0 / p)}
+  k1, k2 = y1 != 0, y2 != 0
+
+  def within(observed, expected, count):
+    sigma = np.sqrt(expected * (1.0 - expected) / count)
+    assert abs(observed - expected) < 6 * sigma, (observed, expected, sigma)
+
+  within(k1.mean(), p, n)
+  within((k1[1:] & k1[:-1]).mean(), p * p, n - 1)      # neighbours
+  within((k1[256:] & k1[:-256]).mean(), p * p, n - 256)  # same column, next row
+  within((k1 == k2).mean(), p * p + rate * rate, n)    # another seed: independent masks
+  # Dropped on its own: E[y] = x.
+  within(y1.mean() * p, p, n)
+
+
+def test_dropout_layer_rng_option():
+  x = tf.ones([8, 64])
+  layer = layers.Dropout(0.5, rng="hash", seed=3)
+  y = layer(x, training=True).numpy()
+  assert set(np.unique(y).tolist()) == {0.0, 2.0}
+  np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
+  assert layers.Dropout.from_config(layer.get_config()).rng == "hash"
+  with pytest.raises(ValueError, match="rng must be one of"):
+    layers.Dropout(0.1, rng="threefry")
+
+
+def test_jit_compiled_training_uses_hash_dropout(tmp_path):
+  task = PretrainingTask(BertConfig.from_dict(google_models.tiny_config_dict()))
+  model = task.build_model()
+  dropouts = [l for l in model._flatten_layers() if isinstance(l, layers.Dropout)]  # pylint: disable=protected-access
+  assert dropouts and all(l.rng == "philox" for l in dropouts)
+  trainer = loop.Trainer(tf.distribute.get_strategy(), task, model,
+                         keras.optimizers.SGD(0.1), loop.LoopConfig(
+                             model_dir=str(tmp_path), num_train_steps=1, jit_compile=True))
+  trainer.build_train_loop()
+  assert all(l.rng == "hash" for l in dropouts)
