@@ -152,7 +152,8 @@ class _BertOptimizer(keras.optimizers.Optimizer):
   arithmetic.
 
   ``fused_update``: compute each variable's new (param, m, v) in one XLA-compiled function
-  (one pass over memory instead of about fifteen elementwise ops, each a pass of its own).
+  (one pass over memory instead of about fifteen elementwise ops, each a pass of its own),
+  which also assigns them in place unless the variables are mirrored.
   The training loop turns it on with ``jit_compile``. XLA may contract multiply-adds, so the
   numbers then agree with the original's to float32 rounding, not to the bit.
   """
@@ -225,8 +226,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
   def _backend_apply_gradients(self, grads, trainable_variables):
     # Keras would clip each replica's gradient and all-reduce afterwards; BERT clips the
     # gradient of the whole batch, so reduce first, then clip, then update.
-    tf_variables = [v.value if isinstance(v, keras.Variable) else v
-                    for v in trainable_variables]
+    tf_variables = [_tf_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, tf_variables)))
     grads = [g for g, _ in grads_and_vars]
     clip_scale = None
