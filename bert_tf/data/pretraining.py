@@ -476,11 +476,7 @@ class RecordEncoder:
     heads = [b"\x0a" + _varint(size) for size in range(
         self._fixed_size + 3 * most + 3 * (max(self._prefix_size["input_ids"]) + 1))]
     self._head_size = np.array([len(head) for head in heads], np.int64)
-    record_size = np.arange(len(heads)) + self._head_size
-    frame = np.zeros([len(heads), 12], np.uint8)
-    frame[:, :8] = record_size.astype("<u8").view(np.uint8).reshape(-1, 8)
-    frame[:, 8:] = tfrecord.mask(tfrecord.crc32c_rows(frame, np.full([len(heads)], 8))).astype(
-        "<u4").view(np.uint8).reshape(-1, 4)
+    frame = tfrecord.frame_heads(np.arange(len(heads)) + self._head_size)
     self._frame_and_head = [frame[size].tobytes() + head for size, head in enumerate(heads)]
 
   def prefix(self, name, size):

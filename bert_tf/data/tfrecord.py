@@ -120,6 +120,17 @@ def crc32c_spans(flat, starts, lengths):
   return out
 
 
+def frame_heads(lengths):
+  """The 12 bytes before each record's data: uint64 length, masked CRC of it. [B, 12] uint8."""
+  lengths = np.asarray(lengths, np.int64)
+  B = lengths.size
+  head = np.zeros([B, 12], np.uint8)
+  head[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(B, 8)
+  head[:, 8:] = mask(crc32c_rows(head, np.full([B], 8))).astype("<u4").view(
+      np.uint8).reshape(B, 4)
+  return head
+
+
 def frame(records):
   """The TFRecord bytes of ``records`` (a list of bytes), framed and end to end."""
   if not records:
@@ -129,11 +140,7 @@ def frame(records):
   flat = np.frombuffer(b"".join(records) + bytes(N + 8), np.uint8)    # records end to end
   starts = np.cumsum(lengths) - lengths                                # [B]
   data_crc = mask(crc32c_spans(flat, starts, lengths)).astype("<u4")   # [B]
-  head = np.zeros([B, 12], np.uint8)
-  head[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(B, 8)
-  head[:, 8:] = mask(crc32c_rows(head, np.full([B], 8))).astype("<u4").view(
-      np.uint8).reshape(B, 4)
-  head = head.tobytes()
+  head = frame_heads(lengths).tobytes()
   foot = data_crc.tobytes()
   heads = [head[i:i + 12] for i in range(0, 12 * B, 12)]
   feet = [foot[i:i + 4] for i in range(0, 4 * B, 4)]
