@@ -200,6 +200,14 @@ def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s):
         tpu=tpu, zone=tpu_zone, project=gcp_project)
     master = resolver.master()
   except Exception as e:  # The Cloud TPU API client raises many types; all mean "not found".
+    if "cloud-tpu-client" in str(e):
+      # TF looks TPU names up through the Cloud TPU client, whose last release (0.10) pins
+      # protobuf<4 and so cannot be installed beside TensorFlow 2.21 (protobuf>=6.31).
+      raise BertTfError(
+          f"cannot look up {what} by name: TensorFlow needs the Cloud TPU API client for "
+          "that, which does not install beside TensorFlow 2.21; on the TPU VM itself pass "
+          "--tpu=local, from another machine pass the TPU's address as --tpu=grpc://IP:8470"
+      ) from e
     raise BertTfError(f"cannot find {what}: {_first_line(e)}") from e
 
   local = tpu == "local" or not master
