@@ -270,10 +270,12 @@ def test_whole_word_masking(corpus_files, uncased_vocab, tmp_path, monkeypatch):
 
 # --- sharded mode ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("n_out", [1, 2])
 def test_sharded_mode_is_the_algorithm_per_shard_and_deterministic(corpus_files, uncased_vocab,
-                                                                  tmp_path):
+                                                                  tmp_path, n_out):
   """Each shard is the original algorithm on the shard's text with Random(f"{seed}/{i}");
-  records go round-robin in shard order; the output does not depend on the worker count."""
+  records go round-robin in shard order; the output does not depend on the worker count.
+  The workers' shard files are gone at the end."""
   inputs = [corpus_files["sotu"], corpus_files["pydoc"]]
   options = pretraining.InstanceOptions(max_seq_length=64, max_predictions_per_seq=10,
                                         dupe_factor=2, random_seed=21)
@@ -286,15 +288,16 @@ def test_sharded_mode_is_the_algorithm_per_shard_and_deterministic(corpus_files,
     out = str(tmp_path / f"shard-{shard}.tfrecord")
     cpd.write_instance_to_example_files(instances, tokenizer, 64, 10, [out])
     expected += _read(out)
-  round_robin = [expected[0::2], expected[1::2]]
+  round_robin = [expected[k::n_out] for k in range(n_out)]
   runs = []
   for workers in (1, 2):
     run_dir = tmp_path / f"workers-{workers}"
     run_dir.mkdir()
-    summary, ours = _ours(run_dir, inputs, str(uncased_vocab), True, options, 2,
+    summary, ours = _ours(run_dir, inputs, str(uncased_vocab), True, options, n_out,
                           num_workers=workers)
     assert summary.shards == 2 and summary.instances == len(expected)
     _assert_same_records(round_robin, ours)
+    assert sorted(os.listdir(run_dir)) == sorted(os.path.basename(p) for p in ours)
     runs.append([open(p, "rb").read() for p in ours])
   assert runs[0] == runs[1]
 

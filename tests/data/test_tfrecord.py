@@ -59,6 +59,24 @@ def test_gzip_read_by_tensorflow(tmp_path):
   assert got == records
 
 
+@pytest.mark.parametrize("gzip_compress", [False, True])
+def test_write_file_appends_framed_records(tmp_path, gzip_compress):
+  """Records written, then a file of framed records appended (a kernel copy into a plain
+  file), then more records: TensorFlow reads all of them in order."""
+  records = _records(3, 700, 400)
+  spill = tmp_path / "spill.records"
+  spill.write_bytes(tfrecord.frame(records[100:600]))
+  path = str(tmp_path / "out.tfrecord")
+  writer = tfrecord.TFRecordWriter(path, gzip_compress=gzip_compress)
+  writer.write_all(records[:100])
+  writer.write_file(str(spill))
+  writer.write_all(records[600:])
+  writer.close()
+  got = [r.numpy() for r in tf.data.TFRecordDataset(
+      path, compression_type="GZIP" if gzip_compress else "")]
+  assert got == records
+
+
 def test_local_glob_equals_tensorflows(tmp_path):
   names = ["zeta.txt", "b10.txt", "b2.txt", "B1.txt", ".hidden.txt", "a b.txt", "é.txt"]
   for name in names:
