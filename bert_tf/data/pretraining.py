@@ -32,9 +32,11 @@ Sharded mode (``num_workers >= 1``): the input is cut into shards (each file, la
 at document boundaries into pieces of about ``shard_size_mb``), and each shard is a small corpus
 of its own, processed by one of ``num_workers`` processes with its own generator seeded with
 ``f"{random_seed}/{shard index}"``: documents do not cross files and random next sentences
-come from the same shard. Each worker writes its shard's framed records to a temporary file
-beside the output, which the parent appends to the output in shard order (a copy in the
-kernel), so the parent does almost no work. Memory is bounded by a few shards, not the corpus.
+come from the same shard. Record i of a shard goes to output file ``i % len(output_files)``:
+each worker writes each file's share, framed (and compressed with ``gzip``: GZIP members), to a
+temporary file beside the outputs, and the parent appends those to the outputs in shard order
+(a copy in the kernel), so the parent does almost no work. Memory is bounded by a few shards,
+not the corpus.
 The output is
 deterministic for a given seed and shard size (and independent of the number of workers) but
 not the reference output.
@@ -1427,15 +1429,13 @@ class RoundRobinWriter:
     self._next = (self._next + len(records)) % count
     self.written += len(records)
 
-  def write_file(self, path, sizes):
-    """``write_framed`` of the framed records in the local file ``path``, ``sizes`` ([N] int)
-    bytes each, end to end. One output file takes the file as it is (a copy in the kernel)."""
-    if len(self._writers) == 1:
-      self._writers[0].write_file(path)
-      self.written += len(sizes)
-    else:
-      with open(path, "rb") as f:
-        self.write_framed(_split(f.read(), sizes))
+  def append_shard(self, paths, counts, compressed=False):
+    """Appends a shard's records, written by a worker: ``paths[k]`` holds the ``counts[k]``
+    framed records for output file k (GZIP members if ``compressed``). The kernel copies
+    them where it can."""
+    for writer, path in zip(self._writers, paths):
+      writer.write_file(path, compressed)
+    self.written += sum(counts)
 
   def commit(self):
     for writer in self._writers:
@@ -1513,19 +1513,22 @@ def _document_boundary(path, offset, size):
 _WORKER = {}
 
 
-def _init_worker(tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir):
+def _init_worker(tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
+                 num_outputs, gzip):
   _WORKER.update(tokenizer=tokenizer, options=options, skip=skip_invalid_utf8, shards=shards,
                  vocab_file=vocab_file, line_tokenizer=LineTokenizer(tokenizer),
-                 spill_dir=spill_dir)
+                 spill_dir=spill_dir, num_outputs=num_outputs, gzip=gzip)
 
 
 def _shard_records(shard_index):
-  """Worker: makes one shard's records, with its own generator, and writes them framed, end
-  to end, to a file of ``spill_dir``; returns (that file, the records' [N] sizes, summary).
+  """Worker: makes one shard's records, with its own generator, and writes them out for the
+  parent to append: record i goes to output file ``i % num_outputs``, each file's share framed
+  (and GZIP-compressed with ``gzip``) end to end in a file of ``spill_dir``.
 
-  Framing and writing here keep the work off the parent, which only appends the file to the
-  output: sending the records back through a pipe made the parent the bottleneck (its
-  receiving and writing cost about an eighth of all the workers' work).
+  Returns (those files, their record counts, summary). Framing, compressing and writing here
+  keep the work off the parent, which only appends files: sending the records back through a
+  pipe made the parent the bottleneck (receiving and writing them cost it about an eighth of
+  all the workers' work, and compressing them would cost more than all of it).
   """
   options = _WORKER["options"]
   summary = Summary(shards=1)
@@ -1538,13 +1541,21 @@ def _shard_records(shard_index):
                           _WORKER["vocab_file"])
     rng = ReferenceRandom(f"{options.random_seed}/{shard_index}")
     records = records_from_corpus(corpus, maker, rng, options.dupe_factor)
-  sizes = np.fromiter(map(len, records), np.int64, len(records))
-  path = os.path.join(_WORKER["spill_dir"], f"shard-{shard_index}.records")
-  with open(path, "wb") as f:
-    for start in range(0, len(records), 8192):
-      f.write(b"".join(records[start:start + 8192]))
+    del corpus, maker
+  paths, counts = [], []
+  num_outputs = _WORKER["num_outputs"]
+  for k in range(num_outputs):
+    share = records[k::num_outputs]
+    paths.append(os.path.join(_WORKER["spill_dir"], f"shard-{shard_index}-{k}.records"))
+    counts.append(len(share))
+    with open(paths[-1], "wb") as f:
+      out = tfrecord.gzip_member(f) if _WORKER["gzip"] else f
+      for start in range(0, len(share), 8192):
+        out.write(b"".join(share[start:start + 8192]))
+      if out is not f:
+        out.close()
   summary.peak_rss_mb = _peak_rss_mb()
-  return path, sizes, summary
+  return paths, counts, summary
 
 
 def _peak_rss_mb():
@@ -1566,7 +1577,8 @@ def create_pretraining_data(input_files, output_files, tokenizer, options=Instan
 
   Args:
     input_files: globs (list, or a comma-separated string as the original's --input_file).
-    output_files: TFRecord paths (list or comma-separated); records go round-robin.
+    output_files: TFRecord paths (list or comma-separated); records go round-robin (in
+      sharded mode, round-robin within each shard).
     tokenizer: a ``bert_tf.tokenization.FullTokenizer`` (or anything with ``vocab``,
       ``tokenize`` and ``convert_tokens_to_ids``).
     options: ``InstanceOptions`` (the original's flags).
@@ -1602,13 +1614,13 @@ def create_pretraining_data(input_files, output_files, tokenizer, options=Instan
     shards = plan_shards(files, max(1, int(shard_size_mb * (1 << 20))))
     spill = _spill_dir(output_files[0])
     pool = _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, vocab_file,
-                        spill.name)
+                        spill.name, len(output_files), gzip)
   # The workers start before any output file is opened (they are forked on Linux).
   with spill, pool, RoundRobinWriter(output_files, gzip) as writer:
     if num_workers <= 0:
       _reference_run(files, tokenizer, options, skip_invalid_utf8, vocab_file, summary, writer)
     else:
-      _sharded_run(pool, shards, num_workers, summary, writer)
+      _sharded_run(pool, shards, num_workers, summary, writer, gzip)
     if summary.instances == 0:
       raise BertTfError(f"--input_file: no text in {len(files)} input files (expected one "
                         "sentence per line, blank lines between documents)")
@@ -1643,18 +1655,19 @@ def _spill_dir(output_file):
 
 
 def _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, vocab_file,
-                 spill_dir):
+                 spill_dir, num_outputs, gzip):
   context = multiprocessing.get_context(
       "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
   return context.Pool(num_workers, _init_worker,
-                      (tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir))
+                      (tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
+                       num_outputs, gzip))
 
 
-def _sharded_run(pool, shards, num_workers, summary, writer):
-  """Shards to the workers, records written in shard order as they come back.
+def _sharded_run(pool, shards, num_workers, summary, writer, gzip):
+  """Shards to the workers, their records appended in shard order as they come back.
 
-  At most two shards per worker are in flight, so the parent holds at most that many shards'
-  records (and each worker one shard's corpus and records).
+  At most two shards per worker are in flight, so at most that many shards' records wait in
+  temporary files, and each worker holds one shard's corpus and records.
   """
   window = 2 * num_workers
   pending = collections.deque()
@@ -1663,8 +1676,9 @@ def _sharded_run(pool, shards, num_workers, summary, writer):
     while next_shard < len(shards) and len(pending) < window:
       pending.append(pool.apply_async(_shard_records, (next_shard,)))
       next_shard += 1
-    path, sizes, shard_summary = pending.popleft().get()
+    paths, counts, shard_summary = pending.popleft().get()
     summary.add(shard_summary)
-    writer.write_file(path, sizes)
-    os.remove(path)
+    writer.append_shard(paths, counts, compressed=gzip)
+    for path in paths:
+      os.remove(path)
   summary.shards = len(shards)

@@ -16,6 +16,7 @@ Shape legend: B records in a batch, W 32-bit words of the longest.
 """
 
 import gzip
+import io
 import itertools
 import os
 import shutil
@@ -149,6 +150,13 @@ def frame(records):
   return b"".join(itertools.chain.from_iterable(zip(heads, records, feet)))
 
 
+def gzip_member(fileobj):
+  """A GZIP member written into ``fileobj``, deterministic (no time, no name); close it to
+  end the member. Members written one after another are one GZIP stream to its readers
+  (TensorFlow's ``GZIP`` option included)."""
+  return gzip.GzipFile(fileobj=fileobj, mode="wb", compresslevel=6, mtime=0, filename="")
+
+
 class TFRecordWriter:
   """Writes framed records to ``path`` (local or ``gs://``), optionally GZIP-compressed.
 
@@ -157,9 +165,23 @@ class TFRecordWriter:
 
   def __init__(self, path, gzip_compress=False):
     self._file = fileio.open_file(path, "wb")
-    self._stream = (gzip.GzipFile(fileobj=self._file, mode="wb", compresslevel=6, mtime=0,
-                                  filename="")
-                    if gzip_compress else self._file)
+    self._gzip_compress = gzip_compress
+    self._member = None  # The GZIP member being written.
+    self._members = 0
+
+  @property
+  def _stream(self):
+    if not self._gzip_compress:
+      return self._file
+    if self._member is None:
+      self._member = gzip_member(self._file)
+      self._members += 1
+    return self._member
+
+  def _end_member(self):
+    if self._member is not None:
+      self._member.close()  # Ends the member; leaves the file open.
+      self._member = None
 
   def write_all(self, records):
     for start in range(0, len(records), _BATCH):
@@ -172,27 +194,44 @@ class TFRecordWriter:
     """Writes bytes that are already framed records (``frame``'s output)."""
     self._stream.write(data)
 
-  def write_file(self, path):
-    """Writes the content of the local file ``path`` (framed records). Into a plain local
-    file the kernel copies it (``os.copy_file_range``), never through this process."""
-    self._stream.flush()
-    with open(path, "rb") as source:
-      if self._stream is self._file and hasattr(os, "copy_file_range") and (
-          hasattr(self._file, "fileno")):
-        size = os.fstat(source.fileno()).st_size
-        try:
-          while size > 0:
-            copied = os.copy_file_range(source.fileno(), self._file.fileno(), size)
-            if copied == 0:
-              break
-            size -= copied
-        except OSError:  # Not on this file system (or kernel): copy what is left by hand.
-          pass
-        if size == 0:
-          return
-      shutil.copyfileobj(source, self._stream, 1 << 22)
+  def write_file(self, path, compressed=False):
+    """Appends the local file ``path``: framed records, or, with ``compressed`` (GZIP writers
+    only), GZIP members of framed records, which are appended as they are. Into a plain local
+    file the kernel copies (``os.copy_file_range``), never through this process."""
+    if compressed:
+      if not self._gzip_compress:
+        raise ValueError(f"{path}: compressed records for a writer without GZIP")
+      self._end_member()
+      self._members += 1
+      _append(path, self._file)
+    elif self._gzip_compress:
+      with open(path, "rb") as source:
+        shutil.copyfileobj(source, self._stream, 1 << 22)
+    else:
+      _append(path, self._file)
 
   def close(self):
-    if self._stream is not self._file:
-      self._stream.close()
+    if self._gzip_compress and not self._members:
+      self._stream  # pylint: disable=pointless-statement  # An empty member: a GZIP file.
+    self._end_member()
     self._file.close()
+
+
+def _append(path, target):
+  """Appends the file ``path`` to the open binary file ``target``: in the kernel where it can
+  (``os.copy_file_range``, local files), else through a buffer."""
+  target.flush()
+  with open(path, "rb") as source:
+    if hasattr(os, "copy_file_range") and hasattr(target, "fileno"):
+      size = os.fstat(source.fileno()).st_size
+      try:
+        while size > 0:
+          copied = os.copy_file_range(source.fileno(), target.fileno(), size)
+          if copied == 0:
+            break
+          size -= copied
+      except (OSError, io.UnsupportedOperation):  # Not here: copy what is left by hand.
+        pass
+      if size == 0:
+        return
+    shutil.copyfileobj(source, target, 1 << 22)

@@ -1,6 +1,7 @@
 """bert_tf.data.tfrecord (TFRecord framing without TensorFlow) against TensorFlow's writer and
 reader, and the published CRC-32C check value; create_pretraining_data without TensorFlow."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -70,11 +71,25 @@ def test_write_file_appends_framed_records(tmp_path, gzip_compress):
   writer = tfrecord.TFRecordWriter(path, gzip_compress=gzip_compress)
   writer.write_all(records[:100])
   writer.write_file(str(spill))
-  writer.write_all(records[600:])
+  if gzip_compress:  # Already compressed: appended as GZIP members, between two of ours.
+    member = tmp_path / "member.gz"
+    member.write_bytes(gzip.compress(tfrecord.frame(records[600:650])) +
+                       gzip.compress(tfrecord.frame(records[650:660])))
+    writer.write_file(str(member), compressed=True)
+    writer.write_all(records[660:])
+  else:
+    writer.write_all(records[600:])
   writer.close()
   got = [r.numpy() for r in tf.data.TFRecordDataset(
       path, compression_type="GZIP" if gzip_compress else "")]
   assert got == records
+
+
+def test_empty_gzip_file_is_gzip(tmp_path):
+  path = str(tmp_path / "empty.tfrecord.gz")
+  tfrecord.TFRecordWriter(path, gzip_compress=True).close()
+  assert gzip.decompress(open(path, "rb").read()) == b""
+  assert not list(tf.data.TFRecordDataset(path, compression_type="GZIP"))
 
 
 def test_local_glob_equals_tensorflows(tmp_path):
