@@ -45,6 +45,8 @@ flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts for sharded mode.")
 flags.DEFINE_float("shard_size_mb", 1.0, "Sharded mode: --shard_size_mb (1: 12 shards here).")
 flags.DEFINE_integer("runs", 1, "Timed runs per configuration, the original's included (the "
                      "run with the least work CPU is reported).")
+flags.DEFINE_bool("gzip", False, "bert_tf runs write GZIP TFRecords (--gzip); the original "
+                  "is then not run.")
 flags.DEFINE_bool("original", True, "Run the original (about 70 s of CPU on this corpus).")
 flags.mark_flag_as_required("sotu_dir")
 FLAGS = flags.FLAGS
@@ -106,7 +108,8 @@ def _measure(script, args):
 
 def _count(paths):
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return sum(sum(1 for _ in tf.data.TFRecordDataset(p)) for p in paths)
+  compression = "GZIP" if FLAGS.gzip else ""
+  return sum(sum(1 for _ in tf.data.TFRecordDataset(p, compression)) for p in paths)
 
 
 def _same_records(expected, ours):
@@ -141,7 +144,8 @@ def main(argv):
             "--max_predictions_per_seq=20", "--random_seed=12345"]
   rows = []
   original_out = os.path.join(work, "original.tfrecord")
-  if FLAGS.original:
+  original = FLAGS.original and not FLAGS.gzip
+  if original:
     r = None
     for _ in range(FLAGS.runs):
       run = _measure("original", [f"--output_file={original_out}", *common])
@@ -155,14 +159,14 @@ def main(argv):
     best = None
     for _ in range(FLAGS.runs):
       r = _measure(os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
-                   [f"--output_file={out}", f"--num_workers={workers}",
+                   [f"--output_file={out}", f"--num_workers={workers}", f"--gzip={FLAGS.gzip}",
                     f"--shard_size_mb={FLAGS.shard_size_mb}", *common])
       best = r if best is None or r["work"]["cpu"] < best["work"]["cpu"] else best
     rows.append((name, max(workers, 1) + (workers > 0), best, _count([out])))
     summary = [l.split("] ", 1)[1] for l in rows[-1][2]["stderr"].splitlines()
                if "create_pretraining_data.py:" in l and "] " in l]
     print(rows[-1][0], "|", " | ".join(summary))
-    if workers == 0 and FLAGS.original:
+    if workers == 0 and original:
       same = _same_records(original_out, out)
       print(f"bert_tf reference-mode records equal the original's: {same}")
       if not same:
@@ -174,7 +178,7 @@ def main(argv):
   print("| run | processes | instances | CPU s | instances / CPU s | vs original | wall s | "
         "instances / wall s |")
   print("|---|---:|---:|---:|---:|---:|---:|---:|")
-  base = rows[0][3] / rows[0][2]["work"]["cpu"] if FLAGS.original else None
+  base = rows[0][3] / rows[0][2]["work"]["cpu"] if original else None
   for name, processes, r, n in rows:
     rate = n / r["work"]["cpu"]
     ratio = f"{rate / base:.1f}x" if base else "-"
@@ -194,7 +198,7 @@ def main(argv):
   print("\nWhole process (with the start: Python's, and TensorFlow's import for the original):\n")
   print("| run | CPU s | wall s | instances / CPU s | vs original | peak RSS MB |")
   print("|---|---:|---:|---:|---:|---:|")
-  base = rows[0][3] / rows[0][2]["cpu"] if FLAGS.original else None
+  base = rows[0][3] / rows[0][2]["cpu"] if original else None
   for name, processes, r, n in rows:
     rate = n / r["cpu"]
     ratio = f"{rate / base:.1f}x" if base else "-"
