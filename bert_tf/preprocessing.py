@@ -32,7 +32,7 @@ real text. (2) is the one known mismatch; tests/tokenization/test_preprocessing.
 Shape legend:
   B = batch size (strings per call)
   N = code points in the batch, M = code points after replacement, W = words in the batch
-  S = ``max_seq_length``
+  P = word pieces in the batch, T = word pieces of one text, S = ``max_seq_length``
 """
 
 import functools
@@ -139,6 +139,13 @@ def _char_tables(do_lower_case):
   return (blocks.reshape([-1]).astype(np.int32), unique.reshape([-1]).astype(np.int32),
           np.array(values, np.int32), np.cumsum([0] + lengths).astype(np.int64),
           final_sigma_index)
+
+
+def _utf8_lengths(cps):
+  """Bytes of each code point in UTF-8 (same shape, int64)."""
+  cps = tf.cast(cps, tf.int64)
+  return (1 + tf.cast(cps >= 0x80, tf.int64) + tf.cast(cps >= 0x800, tf.int64) +
+          tf.cast(cps >= 0x10000, tf.int64))
 
 
 def truncated_pair_lengths(length_a, length_b, max_length):
@@ -251,11 +258,37 @@ class BertPreprocessor(keras.layers.Layer):
 
   def tokenize(self, texts):
     """[B] strings -> [B, (T)] int32 word-piece ids, without special tokens or truncation."""
+    return self._tokenize(texts, with_offsets=False)
+
+  def tokenize_with_offsets(self, texts):
+    """``tokenize`` plus where each word piece comes from in its text.
+
+    Args:
+      texts: [B] strings (or [B, 1]).
+    Returns:
+      (ids, begin, end): [B, (T)] int32 word-piece ids (equal to ``tokenize``'s) and [B, (T)]
+      int64 byte offsets into each text: the piece came from ``text[begin:end]``. ``begin``
+      is the start of the source character of the piece's first normalised character; ``end``
+      the end of the source of its last one, moved over any following characters that
+      normalisation drops (up to the next one it keeps, or the text's end). Where a character
+      expands into several normalised ones (a Hangul syllable into jamo) and a piece boundary
+      falls inside it, the spans of both pieces take the whole character. A word over 200
+      characters ([UNK]) spans the whole word.
+    """
+    return self._tokenize(texts, with_offsets=True)
+
+  def _tokenize(self, texts, with_offsets):
+    """``tokenize`` (ids) or ``tokenize_with_offsets`` (ids, begin, end): one set of steps;
+    ``with_offsets=False`` leaves out the offset bookkeeping (no extra ops in the graph)."""
     texts = tf.convert_to_tensor(texts, tf.string)
     if texts.shape.rank == 2:
       texts = tf.squeeze(texts, 1)                                       # [B, 1] -> [B]
     batch = tf.shape(texts, out_type=tf.int64)[0]
-    chars = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")   # [B, (C)]
+    if with_offsets:
+      chars, char_offsets = tf.strings.unicode_decode_with_offsets(
+          texts, "UTF-8", errors="ignore")                               # [B, (C)]
+    else:
+      chars = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")   # [B, (C)]
     cps = chars.flat_values                                              # [N]
     row_ids = tf.cast(chars.value_rowids(), tf.int32)                    # [N]
     shift, mask = tf.bitwise.right_shift, tf.bitwise.bitwise_and
@@ -271,7 +304,7 @@ class BertPreprocessor(keras.layers.Layer):
     # Expand every code point to its output: itself, or its replacement (maybe empty).
     replaced = replacement > 0
     num_values = tf.size(self._replacement_values)
-    lengths = tf.where(replaced, tf.gather(self._replacement_lengths, replacement), 1)
+    lengths = tf.where(replaced, tf.gather(self._replacement_lengths, replacement), 1)  # [N]
     sources = tf.where(replaced, tf.gather(self._replacement_starts, replacement),
                        num_values + tf.range(tf.size(cps)))
     out_starts = tf.cumsum(lengths, exclusive=True)
@@ -296,11 +329,46 @@ class BertPreprocessor(keras.layers.Layer):
     too_long = word_chars.row_lengths() > tokenization.MAX_INPUT_CHARS_PER_WORD
     words = tf.where(too_long, self._too_long_word, words)
 
-    pieces = self._wordpiece.tokenize(words)                                     # [W, (P)]
+    if with_offsets:
+      pieces, piece_begin, piece_end = self._wordpiece.tokenize_with_offsets(words)
+    else:
+      pieces = self._wordpiece.tokenize(words)                                   # [W, (P)]
     pieces_per_row = tf.math.unsorted_segment_sum(
         pieces.row_lengths(), word_rows, tf.cast(batch, tf.int32))
-    return tf.RaggedTensor.from_row_lengths(
-        tf.cast(pieces.flat_values, tf.int32), pieces_per_row)                  # [B, (T)]
+
+    def per_row(values):  # [P] -> [B, (T)]
+      return tf.RaggedTensor.from_row_lengths(values, pieces_per_row)
+
+    ids = per_row(tf.cast(pieces.flat_values, tf.int32))
+    if not with_offsets:
+      return ids
+
+    # Piece byte offsets (within its normalised word) -> first/last normalised character.
+    char_src = tf.boolean_mask(tf.repeat(tf.range(tf.size(cps)), lengths), is_char)  # [M']
+    char_byte_start = tf.cumsum(_utf8_lengths(word_chars.flat_values),
+                                exclusive=True)                    # [M'] in all words, end to end
+    word_base = tf.gather(char_byte_start, word_chars.row_starts())                # [W]
+    piece_word = pieces.value_rowids()                                             # [P]
+    piece_base = tf.gather(word_base, piece_word)
+    first_char = tf.searchsorted(char_byte_start, piece_base + piece_begin.flat_values, "left")
+    last_char = tf.searchsorted(char_byte_start, piece_base + piece_end.flat_values, "left") - 1
+    whole = tf.gather(too_long, piece_word)
+    first_char = tf.where(whole, tf.gather(word_chars.row_starts(), piece_word), first_char)
+    last_char = tf.where(whole, tf.gather(word_chars.row_limits(), piece_word) - 1, last_char)
+
+    # Characters that normalisation drops (no output) after a piece's last source go with it,
+    # up to the next kept character of the same text (or the text's end).
+    src_begin = char_offsets.flat_values                                           # [N] int64
+    kept_index = tf.cast(tf.where(lengths > 0)[:, 0], tf.int32)                    # sorted
+    after = tf.searchsorted(kept_index, tf.range(tf.size(cps)), "right")           # [N]
+    following = tf.gather(tf.concat([kept_index, [0]], 0), after)     # first kept after i
+    same_row = (after < tf.size(kept_index)) & (tf.gather(row_ids, following) == row_ids)
+    text_ends = tf.cast(tf.strings.length(texts), tf.int64)                        # [B] bytes
+    extended_end = tf.where(same_row, tf.gather(src_begin, following),
+                            tf.gather(text_ends, row_ids))                         # [N]
+    begin = tf.gather(src_begin, tf.gather(char_src, first_char))                  # [P]
+    end = tf.gather(extended_end, tf.gather(char_src, last_char))                  # [P]
+    return ids, per_row(begin), per_row(end)
 
   def call(self, inputs):
     """[B] strings, or a pair of [B] strings -> dict of int32 [B, S] (see the class doc)."""

@@ -29,13 +29,13 @@ the context by re-tokenizing the whole words they touch and aligning characters
 words when the alignment fails (accents in NFD form, [UNK], characters that lower-casing
 lengthens) and can pick the wrong occurrence inside them ("s" in "smith's"). Here every
 word piece carries the byte offsets of the context characters it came from
-(``tokenize_with_offsets``), and the answer is exactly ``context[answer_start:answer_end]``
-(code point offsets, as SQuAD's ``answer_start``): the original text, its spacing and
-accents included. Where a character expands into several normalised ones (a Hangul syllable
-into jamo) and a piece boundary falls inside it, the whole character is taken; marks that
-normalisation drops (combining accents, format characters) right after the last piece
-belong to the answer. Where the original's alignment works (at the right occurrence), its
-answer is this one with each run of whitespace read as one space.
+(``BertPreprocessor.tokenize_with_offsets``), and the answer is exactly
+``context[answer_start:answer_end]`` (code point offsets, as SQuAD's ``answer_start``): the
+original text, its spacing and accents included. Where a character expands into several
+normalised ones (a Hangul syllable into jamo) and a piece boundary falls inside it, the whole
+character is taken; marks that normalisation drops (combining accents, format characters)
+right after the last piece belong to the answer. Where the original's alignment works (at the
+right occurrence), its answer is this one with each run of whitespace read as one space.
 
 There is no limit on the context length: a long context becomes as many spans as it needs, all
 in one batch of the model call (memory grows with the number of spans).
@@ -43,132 +43,19 @@ in one batch of the model call (memory grows with the number of spans).
 Shape legend:
   B = question/context pairs, F = features (doc spans) of all pairs, S = max_seq_length,
   K = candidate starts (and ends) per feature = min(n_best_size, S), N = most spans of a pair,
-  C = code points of all texts, M = code points after normalisation, P = word pieces.
+  T = word pieces of one context.
 """
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
-from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 
-_SPACE = 0x20
 _NEG_INF = float("-inf")
 SIGNATURE_KEY = "serving_default"
-
-
-def _utf8_lengths(cps):
-  """Bytes of each code point in UTF-8 (same shape, int64)."""
-  cps = tf.cast(cps, tf.int64)
-  return (1 + tf.cast(cps >= 0x80, tf.int64) + tf.cast(cps >= 0x800, tf.int64) +
-          tf.cast(cps >= 0x10000, tf.int64))
-
-
-def tokenize_with_offsets(preprocessor, texts):
-  """``preprocessor.tokenize`` plus where each word piece comes from in its text.
-
-  The steps are those of ``BertPreprocessor.tokenize`` (its tables, final sigma, word split,
-  WordPiece), each normalised code point remembering its source code point. (They repeat that
-  method's, which has no offsets; tests/squad/test_export.py pins the ids equal to it.)
-
-  Args:
-    preprocessor: a ``preprocessing.BertPreprocessor``.
-    texts: [B] tf.string.
-  Returns:
-    (ids, begin, end): [B, (T)] int32 word-piece ids (equal to ``preprocessor.tokenize``) and
-    [B, (T)] int64 byte offsets into each text: the piece came from ``text[begin:end]``.
-    ``begin`` is the start of the source character of the piece's first normalised character;
-    ``end`` the end of the source of its last one, moved over any following characters that
-    normalisation drops (up to the next one it keeps). A word over 200 characters ([UNK])
-    spans the whole word.
-  """
-  p = preprocessor
-  texts = tf.convert_to_tensor(texts, tf.string)
-  if texts.shape.rank == 2:
-    texts = tf.squeeze(texts, 1)
-  batch = tf.shape(texts, out_type=tf.int64)[0]
-  chars, char_offsets = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="ignore")
-  cps = chars.flat_values                                                # [C]
-  row_ids = tf.cast(chars.value_rowids(), tf.int32)                      # [C]
-  src_begin = char_offsets.flat_values                                   # [C] int64
-  src_end = src_begin + _utf8_lengths(cps)
-  shift, mask = tf.bitwise.right_shift, tf.bitwise.bitwise_and
-  entry = tf.gather(p._entries, tf.gather(p._blocks, shift(cps, preprocessing._BLOCK_BITS)) *
-                    (1 << preprocessing._BLOCK_BITS) +
-                    mask(cps, (1 << preprocessing._BLOCK_BITS) - 1))
-  replacement = shift(entry, 3)
-  standalone = mask(entry, 4) > 0
-  if p.do_lower_case:
-    finals = p._final_sigmas(cps, row_ids, mask(entry, 3))
-    replacement = tf.tensor_scatter_nd_update(
-        replacement, finals[:, None], tf.fill(tf.shape(finals), p._final_sigma_index))
-
-  replaced = replacement > 0
-  num_values = tf.size(p._replacement_values)
-  num_cps = tf.size(cps)
-  lengths = tf.where(replaced, tf.gather(p._replacement_lengths, replacement), 1)    # [C]
-  sources = tf.where(replaced, tf.gather(p._replacement_starts, replacement),
-                     num_values + tf.range(num_cps))
-  out_starts = tf.cumsum(lengths, exclusive=True)
-  total = tf.reduce_sum(lengths)
-  gather_at = tf.repeat(sources - out_starts, lengths) + tf.range(total)
-  out = tf.gather(tf.concat([p._replacement_values, cps], 0), gather_at)            # [M]
-  out_rows = tf.repeat(row_ids, lengths)
-  out_alone = tf.repeat(standalone & ~replaced, lengths)
-  out_src = tf.repeat(tf.range(num_cps), lengths)                                    # [M]
-
-  is_char = out != _SPACE
-  prev_space = tf.concat([[True], ~is_char], 0)[:-1]
-  prev_row = tf.concat([[-1], out_rows], 0)[:-1]
-  prev_alone = tf.concat([[False], out_alone], 0)[:-1]
-  starts = is_char & (prev_space | (prev_row != out_rows) | out_alone | prev_alone)
-  word_ids = tf.cumsum(tf.cast(starts, tf.int32)) - 1
-  num_words = tf.reduce_sum(tf.cast(starts, tf.int32))
-  word_chars = tf.RaggedTensor.from_value_rowids(
-      tf.boolean_mask(out, is_char), tf.boolean_mask(word_ids, is_char), nrows=num_words,
-      validate=False)
-  char_src = tf.boolean_mask(out_src, is_char)                       # [M'] source of each
-  word_rows = tf.boolean_mask(out_rows, starts)                      # [W]
-  words = tf.strings.unicode_encode(word_chars, "UTF-8")
-  too_long = word_chars.row_lengths() > tokenization.MAX_INPUT_CHARS_PER_WORD
-  words = tf.where(too_long, p._too_long_word, words)
-
-  pieces, piece_begin, piece_end = p._wordpiece.tokenize_with_offsets(words)  # [W, (P)]
-  # Piece byte offsets (within its normalised word) -> first/last normalised character.
-  char_bytes = _utf8_lengths(word_chars.flat_values)
-  char_byte_start = tf.cumsum(char_bytes, exclusive=True)           # in all words, end to end
-  word_base = tf.gather(char_byte_start, word_chars.row_starts())    # [W]
-  piece_word = pieces.value_rowids()                                 # [P]
-  first_char = tf.searchsorted(
-      char_byte_start, tf.gather(word_base, piece_word) + piece_begin.flat_values, "left")
-  last_char = tf.searchsorted(
-      char_byte_start, tf.gather(word_base, piece_word) + piece_end.flat_values, "left") - 1
-  whole = tf.gather(too_long, piece_word)
-  first_char = tf.where(whole, tf.gather(word_chars.row_starts(), piece_word), first_char)
-  last_char = tf.where(whole, tf.gather(word_chars.row_limits(), piece_word) - 1, last_char)
-  first_src = tf.gather(char_src, first_char)
-  last_src = tf.gather(char_src, last_char)
-
-  # Dropped characters (no output) after a piece's last source go with it, up to the next
-  # kept character of the same text (or the text's end).
-  kept_index = tf.cast(tf.where(lengths > 0)[:, 0], tf.int32)         # sorted
-  after = tf.searchsorted(kept_index, tf.range(num_cps), "right")      # [C]
-  following = tf.gather(tf.concat([kept_index, [0]], 0), after)        # first kept after i
-  same_row = (after < tf.size(kept_index)) & (tf.gather(row_ids, following) == row_ids)
-  text_ends = tf.cast(tf.strings.length(texts), tf.int64)            # [B] bytes
-  extended_end = tf.where(same_row, tf.gather(src_begin, following),
-                          tf.gather(text_ends, row_ids))               # [C]
-  begin = tf.gather(src_begin, first_src)
-  end = tf.gather(extended_end, last_src)
-
-  pieces_per_row = tf.math.unsorted_segment_sum(
-      pieces.row_lengths(), word_rows, tf.cast(batch, tf.int32))
-  def per_row(values):
-    return tf.RaggedTensor.from_row_lengths(values, pieces_per_row, validate=False)
-  return (per_row(tf.cast(pieces.flat_values, tf.int32)), per_row(begin), per_row(end))
 
 
 def _first_max(scores, valid):
@@ -232,7 +119,7 @@ class QuestionAnswerer(tf.Module):
     S = self.max_seq_length  # pylint: disable=invalid-name
     num_pairs = tf.shape(question, out_type=tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]  # [B, (Q)]
-    doc_ids, doc_begin, doc_end = tokenize_with_offsets(self.preprocessor, context)  # [B, (T)]
+    doc_ids, doc_begin, doc_end = self.preprocessor.tokenize_with_offsets(context)  # [B, (T)]
     query_length = query_ids.row_lengths()                                       # [B]
     doc_length = doc_ids.row_lengths()                                           # [B]
 

@@ -1,8 +1,8 @@
 """The question-answering SavedModel: served in a fresh process without bert_tf, it answers
 as the Python pipeline (features -> model -> postprocess.answer_from_logits) for the same model.
 
-References: ``BertPreprocessor.tokenize`` (itself tested against Google's tokenizer) and the
-Python ``BasicTokenizer`` for the word-piece offsets; the Python pipeline for the answers
+References (the word-piece offsets are tested with ``BertPreprocessor.tokenize_with_offsets``,
+in tests/tokenization/test_preprocessing.py): the Python pipeline for the answers
 (same score, i.e. the same span; the same text wherever the original's text mapping aligns,
 and otherwise the exact span inside the whole words it falls back to); hand-computed answers
 for a model whose logits pick known tokens.
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import preprocessing, tokenization
+from bert_tf import tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertSpanLabeler
 from bert_tf.squad import examples as squad_examples
@@ -29,7 +29,7 @@ from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from tests.reference import google_models
 from tests.squad.conftest import V1_SAMPLE, V2_HANDMADE
-from tests.tokenization.conftest import HARD_LINES, random_lines
+from tests.tokenization.conftest import HARD_LINES
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Small lengths, so that the sample's paragraphs need several doc spans each.
@@ -53,45 +53,6 @@ PAIRS = (V1_PAIRS + _squad_pairs(V2_HANDMADE) +
 
 def _whitespace_words(text):
   return " ".join(squad_examples.split_on_whitespace(text)[0])
-
-
-# === Word-piece offsets ===
-
-@pytest.mark.parametrize("do_lower_case", [True, False])
-def test_tokenize_with_offsets(uncased_vocab, do_lower_case):
-  """Ids equal ``tokenize``'s; each piece's source text, tokenized alone by the Python
-  BasicTokenizer, is the piece (allowing for the two context effects: final sigma, and
-  pieces that split one character, e.g. Hangul jamo, sharing its source)."""
-  layer = preprocessing.BertPreprocessor(str(uncased_vocab), do_lower_case=do_lower_case,
-                                         max_seq_length=16)
-  basic = tokenization.BasicTokenizer(do_lower_case)
-  lines = HARD_LINES + random_lines(200) + [c for _, c in PAIRS[:len(V1_PAIRS) + 13]]
-  ids, begin, end = export.tokenize_with_offsets(layer, tf.constant(lines))
-  assert ids.to_list() == layer.tokenize(tf.constant(lines)).to_list()
-  checked = shared = 0
-  for line, row_ids, row_begin, row_end in zip(lines, ids.to_list(), begin.to_list(),
-                                               end.to_list()):
-    data = line.encode("utf-8")
-    assert row_begin == sorted(row_begin) and all(b < e for b, e in zip(row_begin, row_end))
-    for i, (token_id, b, e) in enumerate(zip(row_ids, row_begin, row_end)):
-      source = data[b:e].decode("utf-8")  # Offsets fall on character boundaries.
-      normalised = "".join(basic.tokenize(source))
-      piece = layer.vocabulary[token_id]
-      piece = piece[2:] if piece.startswith("##") else piece
-      if piece == tokenization.UNK_TOKEN:
-        assert normalised, (line, source)
-        continue
-      shares = i > 0 and b < row_end[i - 1]
-      if shares:  # Only the one character the two pieces split (+ marks dropped after it).
-        overlap = data[b:row_end[i - 1]].decode("utf-8")
-        assert not basic.tokenize(overlap[1:]), (line, source)
-      if shares or (i + 1 < len(row_begin) and row_begin[i + 1] < e):
-        shared += 1
-        assert piece in normalised, (line, source, piece)
-      else:
-        checked += 1
-        assert normalised.replace("ς", "σ") == piece.replace("ς", "σ"), (line, source, piece)
-  assert checked > 2000 and shared < checked / 20
 
 
 # === The served model vs the Python pipeline ===

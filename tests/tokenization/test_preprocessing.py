@@ -1,6 +1,8 @@
-"""bert_tf.preprocessing.BertPreprocessor against Google's tokenizer and convert_single_example."""
+"""bert_tf.preprocessing.BertPreprocessor against Google's tokenizer and convert_single_example;
+its word-piece offsets against the original BasicTokenizer and hand-worked cases."""
 
 import itertools
+import json
 
 import keras
 import numpy as np
@@ -64,6 +66,93 @@ def test_invalid_utf8(layer_pair):
   texts = [b"", b"\xff", b"caf\xc3\xa9 \xe4\xb8", b"a\x80b \xed\xa0\x80x \xf0\x9f\x98",
            b"\xc0\xaf/\xe0\x80\xaf", b"ok\xf4\x90\x80\x80ok", b"\xef\xbf\xbd\xef\xbb\xbfA"]
   _assert_same_ids(*layer_pair, texts)
+
+
+# === Word-piece offsets ===
+
+def _squad_contexts():
+  """The distinct contexts of the SQuAD fixtures: real English, then Unicode-heavy ones."""
+  from tests.squad.conftest import V1_SAMPLE, V2_HANDMADE  # pylint: disable=import-outside-toplevel
+  contexts = [p["context"] for path in (V1_SAMPLE, V2_HANDMADE)
+              for a in json.loads(path.read_text(encoding="utf-8"))["data"]
+              for p in a["paragraphs"]]
+  return list(dict.fromkeys(contexts))
+
+
+def test_tokenize_with_offsets_ids_and_sources(layer_pair, lines):
+  """Ids equal ``tokenize``'s and the original's; each piece's source text, tokenized alone by
+  the original BasicTokenizer, is the piece (allowing for the two context effects: final
+  sigma, and pieces that split one character, e.g. Hangul jamo, sharing its source)."""
+  original, layer = layer_pair
+  lines = HARD_LINES + random_lines(200) + _squad_contexts() + lines[::20]
+  ids, begin, end = layer.tokenize_with_offsets(tf.constant(lines))
+  assert ids.dtype == tf.int32 and begin.dtype == end.dtype == tf.int64
+  assert ids.to_list() == layer.tokenize(tf.constant(lines)).to_list()
+  assert ids.to_list() == _original_ids(original, lines)
+  basic = original.basic_tokenizer
+  checked = shared = 0
+  for line, row_ids, row_begin, row_end in zip(lines, ids.to_list(), begin.to_list(),
+                                               end.to_list()):
+    data = line.encode("utf-8")
+    assert row_begin == sorted(row_begin) and all(b < e for b, e in zip(row_begin, row_end))
+    for i, (token_id, b, e) in enumerate(zip(row_ids, row_begin, row_end)):
+      source = data[b:e].decode("utf-8")  # Offsets fall on character boundaries.
+      normalised = "".join(basic.tokenize(source))
+      piece = original.inv_vocab[token_id]
+      piece = piece[2:] if piece.startswith("##") else piece
+      if piece == "[UNK]":
+        assert normalised, (line, source)
+        continue
+      shares = i > 0 and b < row_end[i - 1]
+      if shares:  # Only the one character the two pieces split (+ marks dropped after it).
+        overlap = data[b:row_end[i - 1]].decode("utf-8")
+        assert not basic.tokenize(overlap[1:]), (line, source)
+      if shares or (i + 1 < len(row_begin) and row_begin[i + 1] < e):
+        shared += 1
+        assert piece in normalised, (line, source, piece)
+      else:
+        checked += 1
+        assert normalised.replace("ς", "σ") == piece.replace("ς", "σ"), (line, source, piece)
+  assert checked > 5000 and shared < checked / 20
+
+
+# Hand-made cases: (text, [(piece, the text it slices), ...]) on OFFSET_VOCAB, worked out by
+# hand from the definition: a piece slices the source characters of its normalised characters,
+# plus the characters normalisation drops right after it (up to the next kept one).
+OFFSET_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "caf", "##e", "##é",
+                "H", "##llo", ",", "!", ".", "北", "京", "ᄒ", "##ᅡᆫ", "naive", "déjà", "vu"]
+OFFSET_CASES_LOWER = [
+    ("  Héllo,   WORLD!  ",                       # extra spaces, accent, case, punctuation
+     [("hello", "Héllo"), (",", ","), ("world", "WORLD"), ("!", "!")]),
+    ("café cafe\u0301",                           # accent: composed, then e + combining acute
+     [("caf", "caf"), ("##e", "é"), ("caf", "caf"), ("##e", "e\u0301")]),
+    ("北京欢",                                     # CJK: one word per character
+     [("北", "北"), ("京", "京"), ("[UNK]", "欢")]),
+    ("naïve\tvu...", [("naive", "naïve"), ("vu", "vu"), (".", "."), (".", "."), (".", ".")]),
+    ("hel\u200blo world\x00!",                    # dropped: zero-width space, NUL
+     [("hello", "hel\u200blo"), ("world", "world\x00"), ("!", "!")]),
+    ("한", [("ᄒ", "한"), ("##ᅡᆫ", "한")]),          # one syllable, two jamo pieces
+]
+OFFSET_CASES_CASED = [
+    ("  Héllo WORLD déjà  vu", [("H", "H"), ("##é", "é"), ("##llo", "llo"),
+                                ("[UNK]", "WORLD"), ("déjà", "déjà"), ("vu", "vu")]),
+    ("café, 北", [("caf", "caf"), ("##é", "é"), (",", ","), ("北", "北")]),
+]
+
+
+@pytest.mark.parametrize("do_lower_case, cases", [(True, OFFSET_CASES_LOWER),
+                                                   (False, OFFSET_CASES_CASED)],
+                         ids=["lower", "nolower"])
+def test_tokenize_with_offsets_hand_made(do_lower_case, cases):
+  layer = preprocessing.BertPreprocessor(OFFSET_VOCAB, do_lower_case=do_lower_case)
+  texts = [text for text, _ in cases]
+  ids, begin, end = layer.tokenize_with_offsets(tf.constant(texts))
+  for (text, expected), row_ids, row_begin, row_end in zip(
+      cases, ids.to_list(), begin.to_list(), end.to_list()):
+    data = text.encode("utf-8")
+    got = [(OFFSET_VOCAB[i], data[b:e].decode("utf-8"))
+           for i, b, e in zip(row_ids, row_begin, row_end)]
+    assert got == expected, text
 
 
 def test_odd_vocab_file(google_tokenization, tmp_path):
