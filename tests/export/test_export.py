@@ -1,8 +1,9 @@
 """SavedModel exports load in a fresh process without bert_tf and give the Keras model's outputs.
 
-The reference is the in-process Keras model (``BertClassifier`` / ``BertModel``) fed by the
-in-graph ``BertPreprocessor``; the child process has TensorFlow and tensorflow-text only (the
-repository and bert_tf's editable install are off its path, which the child asserts).
+The reference is the in-process Keras model (``BertClassifier``, classification and
+regression / ``BertModel``) fed by the in-graph ``BertPreprocessor``; the child process has
+TensorFlow and tensorflow-text only (the repository and bert_tf's editable install are off its
+path, which the child asserts).
 """
 
 import os
@@ -28,7 +29,8 @@ TEXT_A = ["The cat sat on the mat.", "FREE money now!!! winner", "", "Déjà vu,
           "dog " * 20]
 TEXT_B = ["It is not a dog.", "", "cats", "the mats", "mat " * 20]
 
-_CHILD = r"""
+# The child's shared parts: what it may import, the expected values, ``check``, the verdict.
+_CHILD_HEAD = r"""
 import importlib.util, sys
 assert importlib.util.find_spec("bert_tf") is None, "bert_tf must not be importable here"
 import numpy as np
@@ -51,7 +53,15 @@ def check(name, got, atol=0.0):
     ok = got.shape == want.shape and np.array_equal(got, want)
   if not ok:
     failures.append(f"{name}: {got!r} != {want!r}")
+"""
 
+_CHILD_TAIL = r"""
+if expected:
+  failures.append(f"not checked: {sorted(expected)}")
+print("\n".join(failures) or "OK")
+"""
+
+_CHILD_ALL = r"""
 classifier = tf.saved_model.load("export/classifier")
 single = classifier.signatures["serving_default"](text=text_a)
 pair = classifier.signatures["serve_text_pair"](text_a=text_a, text_b=text_b)
@@ -94,10 +104,21 @@ check("tokenize_values", tokens_a.flat_values)
 check("tokenize_row_lengths", tokens_a.row_lengths())
 for name, value in preprocessor.bert_pack_inputs([tokens_a, tokens_b]).items():
   check(f"packed_{name}", value)
+"""
 
-if expected:
-  failures.append(f"not checked: {sorted(expected)}")
-print("\n".join(failures) or "OK")
+_CHILD_REGRESSION = r"""
+regressor = tf.saved_model.load("export/regressor")
+ids = {k: tf.constant(expected.pop(f"ids_{k}")) for k in
+       ("input_word_ids", "input_mask", "input_type_ids")}
+for prefix, outputs in (
+    ("single", regressor.signatures["serving_default"](text=text_a)),
+    ("pair", regressor.signatures["serve_text_pair"](text_a=text_a, text_b=text_b)),
+    ("ids", regressor.signatures["serve_ids"](**ids)),
+    ("single_method", regressor.serve_text(text_a))):
+  check(f"{prefix}_keys", sorted(outputs))
+  check(f"{prefix}_logits", outputs["logits"], atol=1e-5)
+  check(f"{prefix}_predictions", outputs["predictions"], atol=1e-5)
+check("has_label_names", hasattr(regressor, "label_names"))
 """
 
 
@@ -120,23 +141,45 @@ def _randomize(model, features, seed=2):
   bias.assign(-model(features, training=False).numpy().mean(0))
 
 
-def test_exports_load_without_bert_tf_and_match_keras(tmp_path):
+def _tiny_classifier(tmp_path, num_labels):
+  """(vocab path, a randomized ``BertClassifier`` with ``num_labels`` outputs, its
+  ``BertPreprocessor``) on WORDS: 2 layers of width 16."""
   (tmp_path / "vocab.txt").write_text("\n".join(WORDS) + "\n")
   vocab = str(tmp_path / "vocab.txt")
   config = BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=24, max_position_embeddings=32,
                       type_vocab_size=2)
-  model = BertClassifier(config, num_labels=len(LABELS))
+  model = BertClassifier(config, num_labels=num_labels)
   preprocessor = BertPreprocessor(vocab, do_lower_case=True, max_seq_length=SEQ_LENGTH)
+  _randomize(model, preprocessor((tf.constant(TEXT_A), tf.constant(TEXT_B))))
+  return vocab, model, preprocessor
+
+
+def _check_in_fresh_process(tmp_path, child_body, expected):
+  """Runs ``child_body`` (between _CHILD_HEAD and _CHILD_TAIL) in a Python without bert_tf,
+  in ``tmp_path``, against ``expected`` (saved as expected.npz with TEXT_A and TEXT_B)."""
+  expected = {"text_a": np.array(TEXT_A), "text_b": np.array(TEXT_B), **expected}
+  np.savez(tmp_path / "expected.npz", **{k: (v.astype(str) if v.dtype == object else v)
+                                        for k, v in expected.items()})
+  code = ("import sys\nsys.path.extend(%r)\n" % _site_packages() +
+          textwrap.dedent(_CHILD_HEAD + child_body + _CHILD_TAIL))
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  result = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip().splitlines()[-1] == "OK", result.stdout[-3000:]
+
+
+def test_exports_load_without_bert_tf_and_match_keras(tmp_path):
+  vocab, model, preprocessor = _tiny_classifier(tmp_path, len(LABELS))
   text_a, text_b = tf.constant(TEXT_A), tf.constant(TEXT_B)
-  _randomize(model, preprocessor((text_a, text_b)))
   export.export_all(model, str(tmp_path / "export"), vocab_file=vocab, do_lower_case=True,
                     max_seq_length=SEQ_LENGTH, labels=LABELS)
   assert sorted(os.listdir(tmp_path)) == ["export", "vocab.txt"]  # No temporary left over.
 
   # What the Keras model and the in-graph preprocessing give.
-  expected = {"text_a": np.array(TEXT_A), "text_b": np.array(TEXT_B),
-              "label_names": np.array(LABELS, object)}
+  expected = {"label_names": np.array(LABELS, object)}
   inputs = {"single": preprocessor(text_a), "pair": preprocessor((text_a, text_b))}
   inputs["ids"] = inputs["pair"]
   for prefix, features in inputs.items():
@@ -165,16 +208,30 @@ def test_exports_load_without_bert_tf_and_match_keras(tmp_path):
   expected["tokenize_row_lengths"] = tokens.row_lengths().numpy()
   for name, value in preprocessor.pack(tokens, preprocessor.tokenize(text_b)).items():
     expected[f"packed_{name}"] = value.numpy()
-  np.savez(tmp_path / "expected.npz", **{k: (v.astype(str) if v.dtype == object else v)
-                                        for k, v in expected.items()})
+  _check_in_fresh_process(tmp_path, _CHILD_ALL, expected)
 
-  code = "import sys\nsys.path.extend(%r)\n" % _site_packages() + textwrap.dedent(_CHILD)
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  result = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.strip().splitlines()[-1] == "OK", result.stdout[-3000:]
+
+def test_regression_export_loads_without_bert_tf_and_matches_keras(tmp_path):
+  """A one-output classifier (STS-B-like regression) exports its score as ``predictions``."""
+  vocab, model, preprocessor = _tiny_classifier(tmp_path, 1)
+  export.export_classifier(model, str(tmp_path / "export" / "regressor"), vocab_file=vocab,
+                           do_lower_case=True, max_seq_length=SEQ_LENGTH)
+  text_a, text_b = tf.constant(TEXT_A), tf.constant(TEXT_B)
+  inputs = {"single": preprocessor(text_a), "pair": preprocessor((text_a, text_b))}
+  inputs["ids"], inputs["single_method"] = inputs["pair"], inputs["single"]
+  expected = {"has_label_names": np.array(False)}
+  for name, value in inputs["ids"].items():
+    expected[f"ids_{name}"] = value.numpy()
+  for prefix, features in inputs.items():
+    logits = model(features, training=False).numpy()                      # [B, 1]
+    expected[f"{prefix}_keys"] = np.array(["logits", "predictions"], object)
+    expected[f"{prefix}_logits"] = logits
+    expected[f"{prefix}_predictions"] = logits[:, 0]                       # [B]
+  assert logits.shape == (len(TEXT_A), 1)
+  assert np.ptp(expected["pair_predictions"]) > 0.1  # The scores are not all the same.
+  _check_in_fresh_process(tmp_path, _CHILD_REGRESSION, expected)
+
+
 
 
 def test_write_atomically_replaces_whole_or_not_at_all(tmp_path):
