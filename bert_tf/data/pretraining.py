@@ -36,10 +36,8 @@ come from the same shard. Record i of a shard goes to output file ``i % len(outp
 each worker writes each file's share, framed (and compressed with ``gzip``: GZIP members), to a
 temporary file beside the outputs, and the parent appends those to the outputs in shard order
 (a copy in the kernel), so the parent does almost no work. Memory is bounded by a few shards,
-not the corpus.
-The output is
-deterministic for a given seed and shard size (and independent of the number of workers) but
-not the reference output.
+not the corpus. The output is deterministic for a given seed and shard size (and independent
+of the number of workers) but not the reference output.
 
 Shape legend (per record):
   L = max_seq_length, P = max_predictions_per_seq, n = real tokens ([CLS] A [SEP] B [SEP])
@@ -1423,9 +1421,7 @@ class RoundRobinWriter:
     count = len(self._writers)
     for k, writer in enumerate(self._writers):
       # Each file's share in order, file by file: the same files as one record at a time.
-      share = records[(k - self._next) % count::count]
-      for start in range(0, len(share), 8192):  # Joined a few MB at a time.
-        writer.write_framed(b"".join(share[start:start + 8192]))
+      _write_joined(writer, records[(k - self._next) % count::count])
     self._next = (self._next + len(records)) % count
     self.written += len(records)
 
@@ -1463,6 +1459,13 @@ class RoundRobinWriter:
     else:
       self.discard()
     return False
+
+
+def _write_joined(writer, records):
+  """Writes framed records (a list of bytes) to a ``tfrecord.TFRecordWriter``, joined a few MB
+  at a time."""
+  for start in range(0, len(records), 8192):
+    writer.write_framed(b"".join(records[start:start + 8192]))
 
 
 # --- sharded mode --------------------------------------------------------------------------------
@@ -1548,12 +1551,9 @@ def _shard_records(shard_index):
     share = records[k::num_outputs]
     paths.append(os.path.join(_WORKER["spill_dir"], f"shard-{shard_index}-{k}.records"))
     counts.append(len(share))
-    with open(paths[-1], "wb") as f:
-      out = tfrecord.gzip_member(f) if _WORKER["gzip"] else f
-      for start in range(0, len(share), 8192):
-        out.write(b"".join(share[start:start + 8192]))
-      if out is not f:
-        out.close()
+    writer = tfrecord.TFRecordWriter(paths[-1], _WORKER["gzip"])
+    _write_joined(writer, share)
+    writer.close()
   summary.peak_rss_mb = _peak_rss_mb()
   return paths, counts, summary
 
