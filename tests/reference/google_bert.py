@@ -69,6 +69,7 @@ def google(module_name):
   _install_stand_ins()
   from absl import flags
   full_name = f"bert.{module_name}"
+  removed = []
   if full_name not in sys.modules:
     # The original scripts each define flags such as --input_file; drop the other scripts'
     # definitions so this one can define its own (defaults are what the tests rely on).
@@ -78,7 +79,14 @@ def google(module_name):
         for flag in defined:
           if flag.name in flags.FLAGS:
             delattr(flags.FLAGS, flag.name)
+            removed.append((other, flag))
   module = importlib.import_module(full_name)
+  # Put back the other scripts' flags that this one does not define: run_squad's functions
+  # read --version_2_with_negative whichever script was imported after it.
+  for other, flag in removed:
+    if flag.name not in flags.FLAGS:
+      flags.FLAGS[flag.name] = flag
+      flags.FLAGS.register_flag_by_module(other, flag)
   # Modules imported after the first parse define new flags; mark them parsed with defaults.
   if not flags.FLAGS.is_parsed():
     flags.FLAGS(["google_bert_reference"], known_only=True)
