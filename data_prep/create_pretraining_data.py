@@ -14,12 +14,21 @@ the input into shards (files, large files split at document boundaries into abou
 seed, and writes them in shard order: deterministic for a given seed (whatever N), memory
 bounded by a shard, but not the original's output (its random next sentences come from the
 shard). Outputs are written atomically; a summary is logged at the end.
+
+--runner=DirectRunner|DataflowRunner|FlinkRunner|SparkRunner runs sharded mode as an Apache
+Beam pipeline (``pip install 'bert_tf[beam]'``): the same bytes as --num_workers, shards spread
+over the runner's workers. Beam's own options follow a ``--``:
+
+  python data_prep/create_pretraining_data.py --runner=DataflowRunner \
+    --input_file='gs://b/corpus/*.txt' --output_file=gs://b/out/train-0.tfrecord ... \
+    -- --project=P --region=us-central1 --temp_location=gs://b/tmp --setup_file=./setup.py
 """
 
 from absl import flags
 from absl import logging
 
 from bert_tf import cli
+from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
 
@@ -52,6 +61,12 @@ flags.DEFINE_float("shard_size_mb", 16.0,
                    "Sharded mode: files larger than this are cut into shards of about this "
                    "size, at document boundaries.")
 flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+flags.DEFINE_enum("runner", None, ["DirectRunner", "DataflowRunner", "FlinkRunner",
+                                    "SparkRunner"],
+                  "Run sharded mode as an Apache Beam pipeline on this runner (needs "
+                  "apache-beam: pip install 'bert_tf[beam]'); the same records as "
+                  "--num_workers. Beam's own options go after '--'. With DirectRunner, "
+                  "--num_workers=N runs N worker processes.")
 flags.DEFINE_bool("skip_invalid_utf8", False,
                   "Skip (and count) lines that are not valid UTF-8 instead of failing.")
 
@@ -61,7 +76,15 @@ flags.mark_flag_as_required("vocab_file")
 
 
 def main(argv):
-  del argv
+  beam_args = argv[1:]
+  if beam_args and not FLAGS.runner:
+    raise BertTfError(f"unexpected arguments {' '.join(beam_args)!r} (Beam's options, after "
+                      "'--', need --runner)")
+  beam_options = None
+  if FLAGS.runner:
+    from bert_tf.data import pretraining_beam  # pylint: disable=import-outside-toplevel
+    beam_options = pretraining_beam.pipeline_options(FLAGS.runner, beam_args,
+                                                     FLAGS.num_workers)
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pretraining  # pylint: disable=import-outside-toplevel
 
@@ -75,10 +98,16 @@ def main(argv):
       random_seed=FLAGS.random_seed)
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  summary = pretraining.create_pretraining_data(
-      FLAGS.input_file, FLAGS.output_file, tokenizer, options,
-      num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-      skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  if beam_options is not None:
+    summary = pretraining_beam.create_pretraining_data_beam(
+        FLAGS.input_file, FLAGS.output_file, tokenizer, options, beam_options=beam_options,
+        shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+        skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  else:
+    summary = pretraining.create_pretraining_data(
+        FLAGS.input_file, FLAGS.output_file, tokenizer, options,
+        num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+        skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
   for line in summary.lines_of_text():
     logging.info("%s", line)
 
