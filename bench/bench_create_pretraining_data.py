@@ -10,6 +10,9 @@ document per topic). Then runs, each as its own process, as a user would:
   3. bert_tf, sharded mode: ``--num_workers=N`` for each N of ``--workers``
      (``--shard_size_mb`` cuts the 10.7 MB SOTU file into shards so that workers can share it),
      reporting also the parent's own CPU: the serial part, which bounds the scaling).
+  4. with ``--beam=N,...``: sharded mode as an Apache Beam pipeline,
+     ``--runner=DirectRunner --num_workers=N`` (N worker processes, Beam's multi-process
+     mode; needs apache-beam), whose files are checked to be byte-equal to ``--num_workers``'s.
 
 with the original's defaults (max_seq_length 128, max_predictions_per_seq 20, dupe_factor 10,
 masked_lm_prob 0.15, short_seq_prob 0.1, random_seed 12345) and the real bert-base-uncased
@@ -47,6 +50,8 @@ flags.DEFINE_integer("runs", 1, "Timed runs per configuration, the original's in
                      "run with the least work CPU is reported).")
 flags.DEFINE_bool("gzip", False, "bert_tf runs write GZIP TFRecords (--gzip); the original "
                   "is then not run.")
+flags.DEFINE_list("beam", [], "Worker counts for --runner=DirectRunner (Apache Beam, "
+                  "multi-process mode) runs; none by default.")
 flags.DEFINE_bool("original", True, "Run the original (about 70 s of CPU on this corpus).")
 flags.mark_flag_as_required("sotu_dir")
 FLAGS = flags.FLAGS
@@ -73,6 +78,8 @@ if script == "original":
   import bert.create_pretraining_data as module
 else:
   import bert_tf.tokenization, bert_tf.data.pretraining  # main() imports them: not its work.
+  if any(a.startswith("--runner") for a in args):
+    import bert_tf.data.pretraining_beam  # And apache_beam (its start, not the pipeline's).
   spec = importlib.util.spec_from_file_location("create_pretraining_data", script)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -154,18 +161,30 @@ def main(argv):
     print(rows[-1][0], r["work"])
   configs = [("bert_tf reference mode (same records)", 0)]
   configs += [(f"bert_tf --num_workers={n}", int(n)) for n in FLAGS.workers]
+  configs += [(f"bert_tf Beam DirectRunner --num_workers={n}", int(n)) for n in FLAGS.beam]
   for name, workers in configs:
-    out = os.path.join(work, f"bert_tf-{workers}.tfrecord")
+    beam = "Beam" in name
+    out = os.path.join(work, f"bert_tf-{'beam-' if beam else ''}{workers}.tfrecord")
     best = None
     for _ in range(FLAGS.runs):
       r = _measure(os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
                    [f"--output_file={out}", f"--num_workers={workers}", f"--gzip={FLAGS.gzip}",
-                    f"--shard_size_mb={FLAGS.shard_size_mb}", *common])
+                    f"--shard_size_mb={FLAGS.shard_size_mb}", *common] +
+                   (["--runner=DirectRunner"] if beam else []))
       best = r if best is None or r["work"]["cpu"] < best["work"]["cpu"] else best
-    rows.append((name, max(workers, 1) + (workers > 0), best, _count([out])))
+    rows.append((name, max(workers, 1) + (workers > 0 or beam), best, _count([out])))
     summary = [l.split("] ", 1)[1] for l in rows[-1][2]["stderr"].splitlines()
                if "create_pretraining_data.py:" in l and "] " in l]
     print(rows[-1][0], "|", " | ".join(summary))
+    if beam:
+      sharded = os.path.join(work, f"bert_tf-{workers}.tfrecord")
+      if not os.path.exists(sharded):
+        raise SystemExit(f"--beam={workers} needs --workers to include {workers} (to compare)")
+      with open(sharded, "rb") as a, open(out, "rb") as b:
+        same = a.read() == b.read()
+      print(f"Beam's file equals --num_workers={workers}'s, byte for byte: {same}")
+      if not same:
+        raise SystemExit("the Beam pipeline's output differs from sharded mode's")
     if workers == 0 and original:
       same = _same_records(original_out, out)
       print(f"bert_tf reference-mode records equal the original's: {same}")
@@ -185,6 +204,7 @@ def main(argv):
     print(f"| {name} | {processes} | {n:,} | {r['work']['cpu']:.1f} | {rate:,.0f} | {ratio} | "
           f"{r['work']['wall']:.1f} | {n / r['work']['wall']:,.0f} |")
   sharded = [(name, r) for name, processes, r, n in rows if "--num_workers" in name]
+  # (Beam's driver CPU, "parent CPU" below, includes its runner's threads: gRPC, scheduling.)
   if sharded:
     print("\nSharded mode: wall time against 1 worker, and the parent's own CPU (the part that "
           "does not run in the workers):\n")

@@ -24,6 +24,8 @@ over the runner's workers. Beam's own options follow a ``--``:
     -- --project=P --region=us-central1 --temp_location=gs://b/tmp --setup_file=./setup.py
 """
 
+import logging as std_logging
+
 from absl import flags
 from absl import logging
 
@@ -82,6 +84,8 @@ def main(argv):
                       "'--', need --runner)")
   beam_options = None
   if FLAGS.runner:
+    # Beam logs each worker's start and stop at INFO: noise around the summary.
+    std_logging.getLogger("apache_beam").setLevel(std_logging.WARNING)
     from bert_tf.data import pretraining_beam  # pylint: disable=import-outside-toplevel
     beam_options = pretraining_beam.pipeline_options(FLAGS.runner, beam_args,
                                                      FLAGS.num_workers)

@@ -201,11 +201,14 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer,
                          beam_options.view_as(GoogleCloudOptions).temp_location)
   beam_filesystems.FileSystems.mkdirs(spill_dir)
   try:
-    result = _run(beam_options, shards, output_files, names, base, spill_dir,
+    result = _run(beam_options, shards, names, base, spill_dir,
                   (tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
                    len(output_files), gzip))
   finally:
-    beam_filesystems.FileSystems.delete([spill_dir])
+    try:
+      beam_filesystems.FileSystems.delete([spill_dir])
+    except Exception as e:  # pylint: disable=broad-except  # Never hide the run's own error.
+      logger.warning("could not remove the temporary directory %s: %s", spill_dir, e)
   summary = _summary(result)
   summary.files = len(files)
   summary.output_files = tuple(output_files)
@@ -223,7 +226,7 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer,
   return summary
 
 
-def _run(beam_options, shards, output_files, names, base, spill_dir, worker_config):
+def _run(beam_options, shards, names, base, spill_dir, worker_config):
   """Builds and runs the pipeline; returns its result (finished)."""
   from apache_beam.options.value_provider import StaticValueProvider  # pylint: disable=import-outside-toplevel
   p = beam.Pipeline(options=beam_options)
