@@ -114,3 +114,18 @@ def test_flag_errors_are_one_line(inputs, uncased_vocab, tmp_path, args, hide_be
   lines = [l for l in result.stderr.splitlines() if l.strip()]
   assert re.fullmatch(r"create_pretraining_data.py: error: " + message, lines[-1]), lines[-1]
   assert not os.listdir(tmp_path)
+
+
+def test_no_text_is_an_error_and_writes_no_file(uncased_vocab, tmp_path):
+  pytest.importorskip("apache_beam", reason="pip install 'bert_tf[beam]' (CI installs it)")
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n  \n\n", encoding="utf-8")
+  out = tmp_path / "out"
+  out.mkdir()
+  result = _script(*_flags([str(blank)], uncased_vocab, [str(out / "o.tfrecord")]),
+                   "--runner=DirectRunner")
+  assert result.returncode == 1
+  lines = [l for l in result.stderr.splitlines() if l.strip()]
+  assert lines[-1] == ("create_pretraining_data.py: error: --input_file: no text in 1 input "
+                       "files (expected one sentence per line, blank lines between documents)")
+  assert not os.listdir(out)
