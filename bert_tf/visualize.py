@@ -12,6 +12,7 @@ Shape legend: L = layers, N = heads, S = tokens, M = points, D = embedding size.
 import html
 import io
 import json
+import uuid
 
 import numpy as np
 
@@ -19,44 +20,49 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 # ---------------------------------------------------------------------------------------------
-# HTML head view.
+# HTML head view and model view.
 # ---------------------------------------------------------------------------------------------
 
 _HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
                 "#7b4173", "#3182bd")
+# Weights below this draw no line (head view and model view): they would be invisible anyway.
+LINE_THRESHOLD = 0.01
 
+# Every selector is under .btv-root, so a view's style leaves a notebook's page alone.
 _STYLE = """
-body { font-family: sans-serif; margin: 1em; color: #222; }
-h1 { font-size: 1.2em; }
-#controls { margin-bottom: 0.6em; }
-.head-toggle { display: inline-block; width: 1.6em; height: 1.2em; margin: 0 2px;
-  border: 2px solid transparent; cursor: pointer; text-align: center; color: #fff;
-  font-size: 0.75em; line-height: 1.2em; }
-.head-toggle.off { opacity: 0.2; }
-#view { display: flex; gap: 2em; align-items: flex-start; }
-svg text { font-size: 13px; cursor: default; }
-#grid { display: grid; gap: 3px; }
-#grid canvas { border: 1px solid #ccc; cursor: pointer; image-rendering: pixelated; }
-#grid canvas.selected { border-color: #d62728; }
-.axis { font-size: 0.75em; color: #666; }
+.btv-root { font-family: sans-serif; color: #222; margin: 0.5em 0 1.5em 0; }
+.btv-root .btv-title { font-size: 1.15em; font-weight: bold; margin: 0.3em 0; }
+.btv-root .btv-controls { margin: 0.4em 0; }
+.btv-root .btv-toggle { display: inline-block; width: 1.6em; height: 1.2em; margin: 0 2px;
+  cursor: pointer; text-align: center; color: #fff; font-size: 0.75em; line-height: 1.2em; }
+.btv-root .btv-toggle.off { opacity: 0.2; }
+.btv-root svg text { font-size: 13px; cursor: default; }
+.btv-root .btv-model { display: grid; gap: 4px; align-items: center; }
+.btv-root .btv-model canvas { border: 1px solid #ddd; cursor: pointer; }
+.btv-root .btv-model canvas.selected { border-color: #d62728; }
+.btv-root .btv-axis { font-size: 0.8em; color: #666; }
+.btv-root h4 { margin: 1em 0 0.3em 0; font-size: 1em; }
 """
 
+# One function per view, run with the view's root element: every lookup goes through it, so
+# several views on one page (or notebook) never see each other's elements.
 _SCRIPT = """
-(function () {
-  var data = JSON.parse(document.getElementById("attention-data").textContent);
+(function (root) {
+  if (!root || root.dataset.drawn) return;
+  var data = JSON.parse(root.querySelector(".btv-data").textContent);
   var tokens = data.tokens, att = data.attention, L = data.layers, N = data.heads;
-  var S = tokens.length, colors = data.colors;
-  var layerSelect = document.getElementById("layer");
+  var S = tokens.length, colors = data.colors, threshold = data.threshold;
+  var layerSelect = root.querySelector(".btv-layer");
   var shown = []; for (var h = 0; h < N; h++) shown.push(true);
   var focus = null;  // {side: "from"|"to", index: i} while hovering a token.
   var rowH = 20, textW = 110, gap = 160;
-  var svg = document.getElementById("lines");
+  var svg = root.querySelector(".btv-lines");
   svg.setAttribute("width", 2 * textW + gap);
   svg.setAttribute("height", S * rowH + 10);
   var NS = "http://www.w3.org/2000/svg";
 
-  function draw() {
+  function drawHeads() {
     var layer = +layerSelect.value;
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     for (var side = 0; side < 2; side++) {
@@ -65,10 +71,11 @@ _SCRIPT = """
         t.setAttribute("x", side ? textW + gap + 4 : textW - 4);
         t.setAttribute("y", (i + 1) * rowH);
         t.setAttribute("text-anchor", side ? "start" : "end");
+        t.setAttribute("class", side ? "btv-to" : "btv-from");
         t.textContent = tokens[i];
         (function (s, k) {
-          t.addEventListener("mouseenter", function () { focus = {side: s, index: k}; draw(); });
-          t.addEventListener("mouseleave", function () { focus = null; draw(); });
+          t.addEventListener("mouseenter", function () { focus = {side: s, index: k}; drawHeads(); });
+          t.addEventListener("mouseleave", function () { focus = null; drawHeads(); });
         })(side ? "to" : "from", i);
         svg.appendChild(t);
       }
@@ -82,7 +89,7 @@ _SCRIPT = """
         for (var j = 0; j < S; j++) {
           if (focus && focus.side === "to" && focus.index !== j) continue;
           var w = a[i][j];
-          if (w < 0.01) continue;
+          if (w < threshold) continue;
           var line = document.createElementNS(NS, "line");
           line.setAttribute("x1", textW); line.setAttribute("y1", (i + 1) * rowH - 4);
           line.setAttribute("x2", textW + gap); line.setAttribute("y2", (j + 1) * rowH - 4);
@@ -93,51 +100,59 @@ _SCRIPT = """
         }
       }
     }
-    var cells = document.querySelectorAll("#grid canvas");
     for (var c = 0; c < cells.length; c++) {
       var cl = +cells[c].dataset.layer, ch = +cells[c].dataset.head;
       cells[c].className = (cl === layer && shown[ch]) ? "selected" : "";
     }
   }
 
-  function paint(canvas, a) {
-    var ctx = canvas.getContext("2d"), img = ctx.createImageData(S, S);
+  // Model view: one small picture per (layer, head), a line from each token (left) to each
+  // token it attends to (right), its opacity the weight (as bertviz's model_view).
+  function drawCell(canvas, a, color) {
+    var ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height;
+    var pad = 4, step = (H - 2 * pad) / Math.max(S - 1, 1), lines = 0;
+    ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, W, H);
+    ctx.strokeStyle = color; ctx.lineWidth = 1.5;
     for (var i = 0; i < S; i++) for (var j = 0; j < S; j++) {
-      var v = Math.round(255 * (1 - a[i][j])), k = 4 * (i * S + j);
-      img.data[k] = v; img.data[k + 1] = v; img.data[k + 2] = 255; img.data[k + 3] = 255;
+      var w = a[i][j];
+      if (w < threshold) continue;
+      ctx.globalAlpha = w;
+      ctx.beginPath(); ctx.moveTo(pad, pad + i * step); ctx.lineTo(W - pad, pad + j * step);
+      ctx.stroke(); lines++;
     }
-    ctx.putImageData(img, 0, 0);
+    ctx.globalAlpha = 1;
+    return lines;
   }
 
-  var cells = document.querySelectorAll("#grid canvas");
+  var cells = root.querySelectorAll(".btv-model canvas");
   for (var c = 0; c < cells.length; c++) {
-    var cv = cells[c];
-    cv.width = S; cv.height = S;
-    paint(cv, att[+cv.dataset.layer][+cv.dataset.head]);
+    var cv = cells[c], l = +cv.dataset.layer, h = +cv.dataset.head;
+    cv.dataset.lines = drawCell(cv, att[l][h], colors[h % colors.length]);
     cv.addEventListener("click", function (e) {
       var l = +e.target.dataset.layer, h = +e.target.dataset.head;
       layerSelect.value = l;
       for (var k = 0; k < N; k++) shown[k] = (k === h);
-      syncToggles(); draw();
+      syncToggles(); drawHeads();
     });
   }
-  var toggles = document.querySelectorAll(".head-toggle");
+  var toggles = root.querySelectorAll(".btv-toggle");
   function syncToggles() {
     for (var k = 0; k < toggles.length; k++)
-      toggles[k].className = "head-toggle" + (shown[+toggles[k].dataset.head] ? "" : " off");
+      toggles[k].className = "btv-toggle" + (shown[+toggles[k].dataset.head] ? "" : " off");
   }
   for (var k = 0; k < toggles.length; k++) {
     toggles[k].addEventListener("click", function (e) {
-      var h = +e.target.dataset.head; shown[h] = !shown[h]; syncToggles(); draw();
+      var h = +e.target.dataset.head; shown[h] = !shown[h]; syncToggles(); drawHeads();
     });
     toggles[k].addEventListener("dblclick", function (e) {
       var h = +e.target.dataset.head;
-      for (var m = 0; m < N; m++) shown[m] = (m === h); syncToggles(); draw();
+      for (var m = 0; m < N; m++) shown[m] = (m === h); syncToggles(); drawHeads();
     });
   }
-  layerSelect.addEventListener("change", draw);
-  draw();
-})();
+  layerSelect.addEventListener("change", drawHeads);
+  drawHeads();
+  root.dataset.drawn = "true";
+})(document.currentScript ? document.currentScript.parentNode : document.getElementById("__VIEW_ID__"));
 """
 
 
@@ -152,61 +167,123 @@ def _check_attentions(tokens, attentions):
   return attentions
 
 
-def head_view_html(tokens, attentions, path=None, title="BERT attention"):
-  """A self-contained HTML head view; written to ``path`` (atomically) if given.
-
-  Args:
-    tokens: S word pieces (e.g. one text's ``BertOutput.tokens``, no padding).
-    attentions: [L,N,S,S] attention probabilities (from, to) of that text.
-    path: optional output file.
-    title: the page title.
-  Returns:
-    The HTML (str). The data are embedded as JSON in ``<script id="attention-data">``
-    (``tokens``, ``attention`` [L][N][S][S] rounded to 5 decimals, ``layers``, ``heads``).
-  """
-  tokens = [str(t) for t in tokens]
-  attentions = _check_attentions(tokens, attentions)
-  layers, heads = attentions.shape[:2]
-  data = {"tokens": tokens, "layers": layers, "heads": heads, "colors": _HEAD_COLORS,
-          "attention": np.round(attentions.astype(np.float64), 5).tolist()}
+def _json_in_script(data):
   # "</" would end the <script> element early; "<\/" reads the same to JSON.parse.
-  payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-  options = "".join(f'<option value="{l}" data-layer="{l}">layer {l}</option>'
-                    for l in range(layers))
-  toggles = "".join(
-      f'<span class="head-toggle" data-head="{h}" style="background:'
-      f'{_HEAD_COLORS[h % len(_HEAD_COLORS)]}" title="head {h} (double-click: only this '
-      f'head)">{h}</span>' for h in range(heads))
-  cell = max(24, min(64, 640 // max(heads, 1)))
-  grid = "".join(
-      f'<canvas data-layer="{l}" data-head="{h}" title="layer {l}, head {h}" '
-      f'style="width:{cell}px;height:{cell}px"></canvas>'
-      for l in range(layers) for h in range(heads))
-  token_list = " ".join(f"<code>{html.escape(t)}</code>" for t in tokens)
-  page = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{_STYLE}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-<p class="axis">{layers} layers &times; {heads} heads, {len(tokens)} tokens: {token_list}</p>
-<div id="controls">Layer: <select id="layer">{options}</select>
-&nbsp; Heads: {toggles}</div>
-<div id="view">
-<div><svg id="lines" xmlns="http://www.w3.org/2000/svg"></svg>
-<p class="axis">Left: the attending token (from); right: the attended token (to).
-Hover a token to see only its weights.</p></div>
-<div><div id="grid" style="grid-template-columns: repeat({heads}, {cell}px)">{grid}</div>
-<p class="axis">Rows: layers 0&ndash;{layers - 1}; columns: heads 0&ndash;{heads - 1}.
-Each square: from (down) &times; to (across). Click one to show it alone.</p></div>
-</div>
-<script type="application/json" id="attention-data">{payload}</script>
-<script>{_SCRIPT}</script>
-</body></html>
-"""
+  return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _page(title, fragments):
+  """A whole HTML document holding ``fragments`` (views' ``_repr_html_``)."""
+  return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+          f"<title>{html.escape(title)}</title></head>\n<body>\n" + "\n".join(fragments) +
+          "\n</body></html>\n")
+
+
+def _new_view_id():
+  # Random, so that two views in one notebook (even of the same text) never share an id.
+  return "btv-" + uuid.uuid4().hex[:12]
+
+
+class AttentionView:
+  """An attention picture for a notebook or a file: ``display(view)`` in Jupyter shows it
+  (``_repr_html_``: one self-contained ``<div>`` with its own style, data and script, under an
+  id of its own, so several views on one page work side by side); ``view.html`` is a whole
+  page; ``view.save(path)`` writes that page atomically."""
+
+  def __init__(self, fragment, title):
+    self.fragment = fragment
+    self.title = title
+
+  def _repr_html_(self):
+    return self.fragment
+
+  @property
+  def html(self):
+    return _page(self.title, [self.fragment])
+
+  def save(self, path):
+    with fileio.atomic_write(path, "w") as f:
+      f.write(self.html)
+    return path
+
+
+def page_html(views, title="BERT attention", path=None):
+  """Several ``AttentionView``s (or scatter views) in one HTML page; written to ``path`` if
+  given. Returns the HTML."""
+  page = _page(title, [v._repr_html_() for v in views])  # pylint: disable=protected-access
   if path:
     with fileio.atomic_write(path, "w") as f:
       f.write(page)
   return page
+
+
+def head_view(tokens, attentions, title="BERT attention"):
+  """The head view and model view of one text's attention, as an ``AttentionView``.
+
+  Head view: for the chosen layer (a menu) and heads (coloured toggles; double-click one to
+  show it alone), a line from each token (left, "from") to each token it attends to (right,
+  "to"), opacity the weight; hovering a token shows only its lines. Model view (as bertviz's
+  ``model_view``): a grid of every layer (rows) x head (columns), each cell the same lines for
+  that head; clicking a cell shows it in the head view. Lines for weights below
+  ``LINE_THRESHOLD`` are not drawn. Nothing is fetched from the network.
+
+  Args:
+    tokens: S word pieces (e.g. one text's ``BertOutput.tokens``, no padding).
+    attentions: [L,N,S,S] attention probabilities (from, to) of that text.
+    title: shown above the view (and the page's title).
+  The data are embedded as JSON in ``<script type="application/json" class="btv-data">``
+  (``tokens``, ``attention`` [L][N][S][S] rounded to 5 decimals, ``layers``, ``heads``).
+  """
+  tokens = [str(t) for t in tokens]
+  attentions = _check_attentions(tokens, attentions)
+  layers, heads = attentions.shape[:2]
+  view_id = _new_view_id()
+  data = {"tokens": tokens, "layers": layers, "heads": heads, "colors": _HEAD_COLORS,
+          "threshold": LINE_THRESHOLD,
+          "attention": np.round(attentions.astype(np.float64), 5).tolist()}
+  options = "".join(f'<option value="{l}">layer {l}</option>' for l in range(layers))
+  toggles = "".join(
+      f'<span class="btv-toggle" data-head="{h}" style="background:'
+      f'{_HEAD_COLORS[h % len(_HEAD_COLORS)]}" title="head {h} (double-click: only this '
+      f'head)">{h}</span>' for h in range(heads))
+  cell_w = max(40, min(90, 960 // max(heads, 1)))
+  cell_h = max(50, min(200, 6 * len(tokens)))
+  rows = []
+  for l in range(layers):
+    rows.append(f'<span class="btv-axis">layer {l}</span>')
+    rows.extend(f'<canvas data-layer="{l}" data-head="{h}" width="{cell_w}" height="{cell_h}" '
+                f'title="layer {l}, head {h}"></canvas>' for h in range(heads))
+  header = '<span></span>' + "".join(f'<span class="btv-axis">head {h}</span>'
+                                     for h in range(heads))
+  token_list = " ".join(f"<code>{html.escape(t)}</code>" for t in tokens)
+  fragment = f"""<div class="btv-root" id="{view_id}">
+<style>{_STYLE}</style>
+<div class="btv-title">{html.escape(title)}</div>
+<p class="btv-axis">{layers} layers &times; {heads} heads, {len(tokens)} tokens: {token_list}</p>
+<h4>Head view</h4>
+<div class="btv-controls">Layer: <select class="btv-layer">{options}</select>
+&nbsp; Heads: {toggles}</div>
+<svg class="btv-lines" xmlns="http://www.w3.org/2000/svg"></svg>
+<p class="btv-axis">Left: the attending token (from); right: the attended token (to).
+Hover a token to see only its weights.</p>
+<h4>Model view</h4>
+<p class="btv-axis">Every layer (rows) and head (columns): lines from each token (left) to the
+tokens it attends to (right). Click one to show it in the head view.</p>
+<div class="btv-model" style="grid-template-columns: 4.5em repeat({heads}, {cell_w + 2}px)">
+{header}{"".join(rows)}</div>
+<script type="application/json" class="btv-data">{_json_in_script(data)}</script>
+<script>{_SCRIPT.replace("__VIEW_ID__", view_id)}</script>
+</div>"""
+  return AttentionView(fragment, title)
+
+
+def head_view_html(tokens, attentions, path=None, title="BERT attention"):
+  """``head_view(...).html``: a whole self-contained HTML page; written to ``path``
+  (atomically) if given. Returns the HTML (str)."""
+  view = head_view(tokens, attentions, title=title)
+  if path:
+    view.save(path)
+  return view.html
 
 
 # ---------------------------------------------------------------------------------------------
