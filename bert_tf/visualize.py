@@ -291,7 +291,7 @@ def head_view_html(tokens, attentions, path=None, title="BERT attention"):
 # ---------------------------------------------------------------------------------------------
 
 
-def _new_figure(width_inches, height_inches):
+def _new_figure(width_inches, height_inches, dpi=100, layout=None):
   try:
     from matplotlib.backends.backend_agg import \
         FigureCanvasAgg  # pylint: disable=import-outside-toplevel
@@ -299,15 +299,16 @@ def _new_figure(width_inches, height_inches):
   except ImportError:
     raise BertTfError("PNG pictures need matplotlib: pip install 'bert_tf[plots]' "
                       "(or pip install matplotlib)") from None
-  figure = Figure(figsize=(width_inches, height_inches))
+  figure = Figure(figsize=(width_inches, height_inches), dpi=dpi, layout=layout)
   FigureCanvasAgg(figure)
   return figure
 
 
-def _save_png(figure, path, dpi):
-  # No bbox_inches="tight": the picture is exactly figsize * dpi pixels.
+def _save_png(figure, path):
+  # No bbox_inches="tight": the picture is exactly figsize * dpi pixels, and the layout engine
+  # has already made room for every label, title and the colour bar inside it.
   buffer = io.BytesIO()
-  figure.savefig(buffer, format="png", dpi=dpi)
+  figure.savefig(buffer, format="png", dpi=figure.dpi)
   with fileio.atomic_write(path, "wb") as f:
     f.write(buffer.getvalue())
   return path
@@ -323,40 +324,64 @@ def _select(values, count, what):
   return [v % count for v in values]
 
 
-def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, cell_inches=2.0,
-                           dpi=100):
-  """A grid of attention heatmaps: one row per layer, one column per head.
+def attention_heatmaps_figure(tokens, attentions, layers=None, heads=None, cell_inches=None,
+                              dpi=100):
+  """A matplotlib ``Figure`` of attention heatmaps: one row per layer, one column per head.
+
+  Every heatmap is from (rows, down) x to (columns, across); the tokens label the y axis of
+  the first column and the x axis of the bottom row (every heatmap shares them); one colour
+  bar (0-1, "attention weight") serves all; each heatmap is titled "layer l head h". The
+  figure's layout engine keeps labels, titles and colour bar inside the picture.
 
   Args:
     tokens: S word pieces; attentions: [L,N,S,S] (from, to) of one text.
     layers, heads: which to draw (int or list; default all).
-    cell_inches: the size of one heatmap; the PNG is
-      ``(len(heads) * cell_inches * dpi) x (len(layers) * cell_inches * dpi)`` pixels
-      (width x height).
-  With a single heatmap the axes are labelled with the tokens.
-  Returns ``path``.
+    cell_inches: the side of one heatmap; default ``max(6, 0.25 * S)`` inches for a single
+      heatmap (600 px or more at 100 dpi) and ``max(2.5, 0.2 * S)`` in a grid, so that every
+      token label fits.
+    dpi: pixels per inch of the saved picture.
   """
   attentions = _check_attentions(tokens, attentions)
+  tokens = [str(t) for t in tokens]
   rows = _select(layers, attentions.shape[0], "layer")
   cols = _select(heads, attentions.shape[1], "head")
-  figure = _new_figure(len(cols) * cell_inches, len(rows) * cell_inches)
+  count = len(tokens)
   single = len(rows) * len(cols) == 1
-  axes = figure.subplots(len(rows), len(cols), squeeze=False)
+  if cell_inches is None:
+    cell_inches = max(6.0, 0.25 * count) if single else max(2.5, 0.2 * count)
+  # Token labels: at most 10 pt, and no taller than one row of the heatmap.
+  font = max(3.0, min(10.0, 0.8 * 72 * cell_inches / max(count, 1)))
+  label_inches = 0.6 * font / 72 * max(len(t) for t in tokens) + 0.3  # Rough text width.
+  width = len(cols) * cell_inches + label_inches + 1.2  # + the colour bar.
+  height = len(rows) * (cell_inches + 0.35) + label_inches + 0.2  # + a title per row.
+  figure = _new_figure(width, height, dpi=dpi, layout="constrained")
+  axes = figure.subplots(len(rows), len(cols), squeeze=False, sharex=True, sharey=True)
+  ticks = np.arange(count)
+  image = None
   for r, layer in enumerate(rows):
     for c, head in enumerate(cols):
       ax = axes[r][c]
-      ax.imshow(attentions[layer, head], vmin=0.0, vmax=1.0, cmap="Blues",
-                interpolation="nearest")
-      ax.set_title(f"layer {layer} head {head}", fontsize=8 if not single else 10)
-      if single:
-        ticks = np.arange(len(tokens))
-        ax.set_xticks(ticks, tokens, rotation=90, fontsize=7)
-        ax.set_yticks(ticks, tokens, fontsize=7)
-      else:
-        ax.set_xticks([])
-        ax.set_yticks([])
-  figure.tight_layout(pad=0.4)
-  return _save_png(figure, path, dpi)
+      image = ax.imshow(attentions[layer, head], vmin=0.0, vmax=1.0, cmap="Blues",
+                        interpolation="nearest")
+      ax.set_title(f"layer {layer} head {head}", fontsize=10 if single else 9)
+      ax.set_xticks(ticks, tokens, rotation=90, fontsize=font)
+      ax.set_yticks(ticks, tokens, fontsize=font)
+      ax.tick_params(length=2, pad=1)
+      ax.label_outer()  # Token labels on the first column and the bottom row only.
+  figure.supxlabel("to (attended token)", fontsize=9)
+  figure.supylabel("from (attending token)", fontsize=9)
+  colorbar = figure.colorbar(image, ax=axes, shrink=min(1.0, 4.0 / max(len(rows) * cell_inches,
+                                                                       1e-6) + 0.3))
+  colorbar.set_label("attention weight")
+  return figure
+
+
+def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, cell_inches=None,
+                           dpi=100):
+  """``attention_heatmaps_figure`` saved as a PNG (atomically). Returns ``path``."""
+  figure = attention_heatmaps_figure(tokens, attentions, layers=layers, heads=heads,
+                                     cell_inches=cell_inches, dpi=dpi)
+  return _save_png(figure, path)
 
 
 def pca_2d(embeddings):
@@ -387,33 +412,184 @@ def pca_2d(embeddings):
   return coords, ratios
 
 
-def pca_scatter_png(embeddings, labels, path, title="PCA of embeddings", size_inches=(8.0, 6.0),
-                    dpi=100, groups=None):
-  """A 2-D PCA scatter plot of labelled embeddings (e.g. one word in several senses).
+LABEL_MODES = ("none", "short", "all")
+# labels="short": this many points at most get a label, cut to this many characters.
+SHORT_LABELS, SHORT_CHARS, LONG_CHARS = 12, 24, 60
+
+
+def _shorten(label, limit):
+  return label if len(label) <= limit else label[:limit - 3] + "..."
+
+
+def spread_out(coords, count):
+  """Indexes of ``count`` of the ``[M,2]`` points chosen far from each other (greedy
+  farthest-point order, from the point farthest from the mean), so their labels rarely overlap.
+  All of them, in order, when ``count >= M``."""
+  coords = np.asarray(coords, np.float64)
+  if count >= len(coords):
+    return list(range(len(coords)))
+  scale = coords.std(axis=0)
+  points = coords / np.where(scale > 0, scale, 1.0)  # Both axes count alike on the picture.
+  chosen = [int(np.argmax(((points - points.mean(axis=0)) ** 2).sum(axis=1)))]
+  distance = ((points - points[chosen[0]]) ** 2).sum(axis=1)
+  while len(chosen) < count:
+    nxt = int(np.argmax(distance))
+    chosen.append(nxt)
+    distance = np.minimum(distance, ((points - points[nxt]) ** 2).sum(axis=1))
+  return sorted(chosen)
+
+
+def _labelled(coords, labels, mode):
+  """``[(index, text)]`` of the points that get a label under ``labels=mode``."""
+  if mode not in LABEL_MODES:
+    raise BertTfError(f"labels must be one of {', '.join(LABEL_MODES)}, got {mode!r}")
+  if mode == "none":
+    return []
+  if mode == "all":
+    return [(i, _shorten(l, LONG_CHARS)) for i, l in enumerate(labels)]
+  return [(i, _shorten(labels[i], SHORT_CHARS)) for i in spread_out(coords, SHORT_LABELS)]
+
+
+def pca_scatter_figure(embeddings, labels, title="PCA of embeddings", size_inches=(8.0, 6.0),
+                       dpi=100, groups=None, label_mode="short"):
+  """A matplotlib ``Figure``: 2-D PCA scatter of labelled embeddings (e.g. one word in several
+  senses, or 100 sentences).
 
   Args:
-    embeddings: [M,D]; labels: M strings written beside the points.
-    groups: optional M group names, one colour each (e.g. the sense of the word).
+    embeddings: [M,D]; labels: M strings (e.g. the sentences).
+    groups: optional M group names, one colour each (with a legend).
     size_inches: (width, height); the PNG is ``size_inches * dpi`` pixels.
-  Returns ``path``.
+    label_mode: which points get their label written beside them: ``"short"`` (default) at
+      most 12 points spread over the picture, labels cut to 24 characters (readable at 100
+      points; every point when there are 12 or fewer); ``"all"`` every point (cut to 60);
+      ``"none"`` no labels (use ``pca_scatter_html`` to read them by hovering).
   """
   labels = [str(l) for l in labels]
   coords, ratios = pca_2d(embeddings)
   if len(labels) != len(coords):
     raise BertTfError(f"{len(labels)} labels for {len(coords)} embeddings")
-  figure = _new_figure(*size_inches)
+  chosen = _labelled(coords, labels, label_mode)
+  figure = _new_figure(*size_inches, dpi=dpi, layout="constrained")
   ax = figure.subplots()
-  groups = list(groups) if groups is not None else [""] * len(labels)
+  groups = [str(g) for g in groups] if groups is not None else [""] * len(labels)
   for g in dict.fromkeys(groups):
     at = [i for i, x in enumerate(groups) if x == g]
     ax.scatter(coords[at, 0], coords[at, 1], label=g or None, s=30)
-  for (x, y), label in zip(coords, labels):
-    ax.annotate(label if len(label) <= 40 else label[:37] + "...", (x, y), fontsize=8,
-                xytext=(4, 3), textcoords="offset points")
+  for i, text in chosen:
+    ax.annotate(text, (coords[i, 0], coords[i, 1]), fontsize=8, xytext=(4, 3),
+                textcoords="offset points", annotation_clip=False)
+  ax.margins(0.12)  # Room for the labels of the outermost points.
   ax.set_xlabel(f"PC1 ({100 * ratios[0]:.1f}% of variance)")
   ax.set_ylabel(f"PC2 ({100 * ratios[1]:.1f}% of variance)")
   ax.set_title(title)
   if any(groups):
     ax.legend(fontsize=8)
-  figure.tight_layout()
-  return _save_png(figure, path, dpi)
+  return figure
+
+
+def pca_scatter_png(embeddings, labels, path, title="PCA of embeddings", size_inches=(8.0, 6.0),
+                    dpi=100, groups=None, label_mode="short"):
+  """``pca_scatter_figure`` saved as a PNG (atomically). Returns ``path``."""
+  figure = pca_scatter_figure(embeddings, labels, title=title, size_inches=size_inches, dpi=dpi,
+                              groups=groups, label_mode=label_mode)
+  return _save_png(figure, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive HTML scatter (inline SVG and script; no network).
+# ---------------------------------------------------------------------------------------------
+
+_SCATTER_STYLE = """
+.btv-scatter { font-family: sans-serif; color: #222; margin: 0.5em 0 1.5em 0; position: relative; }
+.btv-scatter .btv-title { font-size: 1.15em; font-weight: bold; margin: 0.3em 0; }
+.btv-scatter circle { stroke: #fff; stroke-width: 1; cursor: pointer; }
+.btv-scatter circle.hover { stroke: #000; stroke-width: 2; }
+.btv-scatter .btv-tip { position: absolute; display: none; max-width: 420px; padding: 4px 8px;
+  background: #fffbe6; border: 1px solid #aaa; font-size: 13px; pointer-events: none; }
+.btv-scatter .btv-axis { font-size: 12px; fill: #555; }
+.btv-scatter .btv-legend { font-size: 12px; }
+"""
+
+_SCATTER_SCRIPT = """
+(function (root) {
+  if (!root || root.dataset.drawn) return;
+  var tip = root.querySelector(".btv-tip"), svg = root.querySelector("svg");
+  var points = root.querySelectorAll("circle");
+  for (var k = 0; k < points.length; k++) {
+    points[k].addEventListener("mouseenter", function (e) {
+      var c = e.target, box = root.getBoundingClientRect(), at = c.getBoundingClientRect();
+      c.setAttribute("class", "hover");
+      tip.textContent = c.dataset.label + (c.dataset.group ? "  [" + c.dataset.group + "]" : "");
+      tip.style.display = "block";
+      var x = at.right - box.left + 6;  // Right of the point, or left of it near the edge.
+      if (x + tip.offsetWidth > box.width) x = Math.max(0, at.left - box.left - 6 - tip.offsetWidth);
+      tip.style.left = x + "px";
+      tip.style.top = (at.top - box.top - 4) + "px";
+    });
+    points[k].addEventListener("mouseleave", function (e) {
+      e.target.setAttribute("class", ""); tip.style.display = "none";
+    });
+  }
+  root.dataset.drawn = "true";
+})(document.currentScript ? document.currentScript.parentNode : document.getElementById("__VIEW_ID__"));
+"""
+
+
+def pca_scatter(embeddings, labels, title="PCA of embeddings", groups=None, size=(800, 600)):
+  """An interactive 2-D PCA scatter as an ``AttentionView``-like object (``_repr_html_``,
+  ``html``, ``save``): inline SVG, one circle per point, coloured by group; hovering a point
+  shows its whole label (e.g. the sentence) and group; every circle also carries a ``<title>``
+  tooltip. Nothing is fetched from the network.
+
+  Args:
+    embeddings: [M,D]; labels: M strings; groups: optional M group names.
+    size: (width, height) of the plot in CSS pixels.
+  """
+  labels = [str(l) for l in labels]
+  coords, ratios = pca_2d(embeddings)
+  if len(labels) != len(coords):
+    raise BertTfError(f"{len(labels)} labels for {len(coords)} embeddings")
+  groups = [str(g) for g in groups] if groups is not None else [""] * len(labels)
+  width, height = size
+  left, right, top, bottom = 60, 20 + (150 if any(groups) else 0), 20, 50
+  lo, hi = coords.min(axis=0), coords.max(axis=0)
+  lo, hi = lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo)  # Points off the axis lines.
+  span = np.where(hi > lo, hi - lo, 1.0)
+  x = left + (coords[:, 0] - lo[0]) / span[0] * (width - left - right)
+  y = height - bottom - (coords[:, 1] - lo[1]) / span[1] * (height - top - bottom)
+  colors = {g: _HEAD_COLORS[k % len(_HEAD_COLORS)] for k, g in enumerate(dict.fromkeys(groups))}
+  circles = "".join(
+      f'<circle cx="{x[i]:.1f}" cy="{y[i]:.1f}" r="5" fill="{colors[groups[i]]}" '
+      f'data-index="{i}" data-label="{html.escape(labels[i])}" '
+      f'data-group="{html.escape(groups[i])}"><title>{html.escape(labels[i])}</title></circle>'
+      for i in range(len(labels)))
+  legend = "".join(
+      f'<g class="btv-legend"><circle cx="{width - right + 16}" cy="{top + 10 + 18 * k}" r="5" '
+      f'fill="{c}"></circle><text x="{width - right + 26}" y="{top + 14 + 18 * k}">'
+      f"{html.escape(_shorten(g, 20))}</text></g>"
+      for k, (g, c) in enumerate(colors.items()) if g)
+  view_id = _new_view_id()
+  axes = (f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
+          f'stroke="#888"></line><line x1="{left}" y1="{top}" x2="{left}" '
+          f'y2="{height - bottom}" stroke="#888"></line>'
+          f'<text class="btv-axis" x="{(left + width - right) / 2}" y="{height - 15}" '
+          f'text-anchor="middle">PC1 ({100 * ratios[0]:.1f}% of variance)</text>'
+          f'<text class="btv-axis" transform="translate(18,{(top + height - bottom) / 2}) '
+          f'rotate(-90)" text-anchor="middle">PC2 ({100 * ratios[1]:.1f}% of variance)</text>')
+  fragment = f"""<div class="btv-scatter" id="{view_id}">
+<style>{_SCATTER_STYLE}</style>
+<div class="btv-title">{html.escape(title)}</div>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">{axes}{circles}{legend}</svg>
+<div class="btv-tip"></div>
+<script>{_SCATTER_SCRIPT.replace("__VIEW_ID__", view_id)}</script>
+</div>"""
+  return AttentionView(fragment, title)
+
+
+def pca_scatter_html(embeddings, labels, path=None, title="PCA of embeddings", groups=None):
+  """``pca_scatter(...).html``: a whole self-contained page; written to ``path`` (atomically)
+  if given. Returns the HTML."""
+  view = pca_scatter(embeddings, labels, title=title, groups=groups)
+  if path:
+    view.save(path)
+  return view.html
