@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -22,16 +23,19 @@ from tests.inference.test_visualize import png_pixels
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
   if os.geteuid() == 0:  # CI: make test installs chromium first, so this must not skip there.
-    raise RuntimeError("chromium is not installed: `make test` installs it (apt-get install -y "
-                       "chromium); run that, or install it yourself")
+    pytest.fail("chromium is not installed: `make test` installs it as root (apt-get install -y "
+                "chromium); run that, or install it yourself", pytrace=False)
   pytest.skip("headless Chromium is not installed (apt-get install chromium); the HTML "
               "pictures are not rendered", allow_module_level=True)
 
 
 def _chromium(*args, timeout=120):
-  command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
-             "--no-first-run", "--disable-extensions", *args]
-  result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+  # A profile of its own per run: runs side by side (pytest -n 2) never share a profile lock.
+  with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+    command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+               "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   return result.stdout
 
