@@ -187,6 +187,8 @@ def _embed(args, out):
     raise BertTfError("embed: give --output_file (.npy or .jsonl) and/or --plot (.png or .html)")
   if args.plot and not args.plot.endswith((".png", ".html")):
     raise BertTfError(f"--plot {args.plot}: expected a .png or .html name")
+  if args.plot and args.plot.endswith(".png"):
+    visualize.require_matplotlib()  # Before the model runs.
   if args.output_file and not args.output_file.endswith((".npy", ".jsonl", ".json")):
     raise BertTfError(f"--output_file {args.output_file}: expected a .npy, .jsonl or .json name")
   if args.word is not None and any(b is not None for _, b in items):
@@ -234,6 +236,8 @@ def _attention(args, out):
     raise BertTfError(f"attention takes one text or a pair, got {len(args.text)} texts")
   if not (args.output_html or args.output_png):
     raise BertTfError("attention: give --output_html and/or --output_png")
+  if args.output_png:
+    visualize.require_matplotlib()  # Before the model runs.
   bert = _load(args)
   text = tuple(args.text) if len(args.text) == 2 else args.text[0]
   result = bert(text, output_attentions=True)

@@ -291,7 +291,9 @@ def head_view_html(tokens, attentions, path=None, title="BERT attention"):
 # ---------------------------------------------------------------------------------------------
 
 
-def _new_figure(width_inches, height_inches, dpi=100, layout=None):
+def require_matplotlib():
+  """``(Figure, FigureCanvasAgg)``; a one-line ``BertTfError`` without matplotlib (scripts call
+  this before any work, so that a missing extra is reported first)."""
   try:
     from matplotlib.backends.backend_agg import \
         FigureCanvasAgg  # pylint: disable=import-outside-toplevel
@@ -299,6 +301,11 @@ def _new_figure(width_inches, height_inches, dpi=100, layout=None):
   except ImportError:
     raise BertTfError("PNG pictures need matplotlib: pip install 'bert_tf[plots]' "
                       "(or pip install matplotlib)") from None
+  return Figure, FigureCanvasAgg
+
+
+def _new_figure(width_inches, height_inches, dpi=100, layout=None):
+  Figure, FigureCanvasAgg = require_matplotlib()  # pylint: disable=invalid-name
   figure = Figure(figsize=(width_inches, height_inches), dpi=dpi, layout=layout)
   FigureCanvasAgg(figure)
   return figure

@@ -138,6 +138,20 @@ def test_errors_are_one_line(minilm_path, capsys, argv, needle):
   assert needle.format(model=minilm_path) in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv", [
+    ["attention", "--output_png=a.png", "text"],
+    ["embed", "--plot=p.png", "text"],
+])
+def test_missing_matplotlib_is_reported_before_the_model_loads(capsys, tmp_path, monkeypatch,
+                                                                argv):
+  monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+  # The model does not exist: the error is matplotlib's, so nothing was loaded first.
+  status, _, err = _run(capsys, argv[0], f"--model={tmp_path / 'missing'}", *argv[1:])
+  assert status == 1
+  assert err == (f"bert_tf {argv[0]}: error: PNG pictures need matplotlib: pip install "
+                 "'bert_tf[plots]' (or pip install matplotlib)\n")
+
+
 def test_module_entry_point_prints_one_line_error(tmp_path):
   result = subprocess.run([sys.executable, "-m", "bert_tf", "embed",
                            f"--model={tmp_path / 'missing'}", "--output_file=x.npy", "hello"],
