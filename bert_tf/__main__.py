@@ -5,6 +5,7 @@
   bert_tf embed --model=DIR --input_file=lines.txt --pooling=last4_mean \
       --output_file=emb.npy --plot=pca.png
   bert_tf embed --model=DIR --input_file=senses.txt --word=bank --plot=bank.png
+  bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
 
 ``--model`` is a folder in Google, bert_tf or Hugging Face layout (see ``bert_tf.load``).

@@ -130,13 +130,14 @@ def test_attention_grid_shows_tokens_colour_bar_and_titles(minilm_attention, tmp
       f"layer {l} head {h}" for l in (0, 5) for h in (0, 1, 2))
   grid = {ax.get_title(): ax for ax in heatmaps}
   for title, ax in grid.items():
-    # A tick per token on both axes of every heatmap (shared); the token labels are shown on
-    # the first column (from) and the bottom row (to).
-    assert list(ax.get_xticks()) == list(ax.get_yticks()) == list(range(len(tokens)))
+    # The tokens label the first column (from, y) and the bottom row (to, x), a tick per
+    # token; inner heatmaps (same tokens) have no ticks.
     first_column, bottom_row = title.endswith("head 0"), title.startswith("layer 5")
     shown = lambda labels: [t.get_text() for t in labels if t.get_visible()]  # noqa: E731
     assert shown(ax.get_yticklabels()) == (tokens if first_column else [])
     assert shown(ax.get_xticklabels()) == (tokens if bottom_row else [])
+    assert list(ax.get_yticks()) == (list(range(len(tokens))) if first_column else [])
+    assert list(ax.get_xticks()) == (list(range(len(tokens))) if bottom_row else [])
     # The title is whole inside the picture and covers no other heatmap.
     box = ax.title.get_window_extent(renderer)
     assert _inside(box, frame), title
