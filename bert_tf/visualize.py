@@ -74,7 +74,9 @@ _SCRIPT = """
         t.setAttribute("class", side ? "btv-to" : "btv-from");
         t.textContent = tokens[i];
         (function (s, k) {
-          t.addEventListener("mouseenter", function () { focus = {side: s, index: k}; drawHeads(); });
+          t.addEventListener("mouseenter", function () {
+            focus = {side: s, index: k}; drawHeads();
+          });
           t.addEventListener("mouseleave", function () { focus = null; drawHeads(); });
         })(side ? "to" : "from", i);
         svg.appendChild(t);
@@ -152,7 +154,8 @@ _SCRIPT = """
   layerSelect.addEventListener("change", drawHeads);
   drawHeads();
   root.dataset.drawn = "true";
-})(document.currentScript ? document.currentScript.parentNode : document.getElementById("__VIEW_ID__"));
+})(document.currentScript ? document.currentScript.parentNode
+                          : document.getElementById("__VIEW_ID__"));
 """
 
 
@@ -542,7 +545,8 @@ _SCATTER_SCRIPT = """
       tip.textContent = c.dataset.label + (c.dataset.group ? "  [" + c.dataset.group + "]" : "");
       tip.style.display = "block";
       var x = at.right - box.left + 6;  // Right of the point, or left of it near the edge.
-      if (x + tip.offsetWidth > box.width) x = Math.max(0, at.left - box.left - 6 - tip.offsetWidth);
+      if (x + tip.offsetWidth > box.width)
+        x = Math.max(0, at.left - box.left - 6 - tip.offsetWidth);
       tip.style.left = x + "px";
       tip.style.top = (at.top - box.top - 4) + "px";
     });
@@ -551,7 +555,8 @@ _SCATTER_SCRIPT = """
     });
   }
   root.dataset.drawn = "true";
-})(document.currentScript ? document.currentScript.parentNode : document.getElementById("__VIEW_ID__"));
+})(document.currentScript ? document.currentScript.parentNode
+                          : document.getElementById("__VIEW_ID__"));
 """
 
 
@@ -599,7 +604,8 @@ def pca_scatter(embeddings, labels, title="PCA of embeddings", groups=None, size
   fragment = f"""<div class="btv-scatter" id="{view_id}">
 <style>{_SCATTER_STYLE}</style>
 <div class="btv-title">{html.escape(title)}</div>
-<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">{axes}{circles}{legend}</svg>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">
+{axes}{circles}{legend}</svg>
 <div class="btv-tip"></div>
 <script>{_SCATTER_SCRIPT.replace("__VIEW_ID__", view_id)}</script>
 </div>"""

@@ -251,7 +251,8 @@ def test_pca_errors(tmp_path):
     visualize.pca_scatter_png(rng.randn(5, 8), ["x"] * 3, str(path))
   with pytest.raises(bert_tf.BertTfError, match="PCA needs at least 2 embeddings"):
     visualize.pca_2d(np.zeros((1, 4)))
-  with pytest.raises(bert_tf.BertTfError, match="labels must be one of none, short, all, got 'some'"):
+  with pytest.raises(bert_tf.BertTfError,
+                     match="labels must be one of none, short, all, got 'some'"):
     visualize.pca_scatter_png(rng.randn(5, 8), ["x"] * 5, str(path), label_mode="some")
 
 

@@ -29,7 +29,8 @@ def test_whitespace_words_are_as_written(minilm_bert):
                    ("(in", ["(", "in"]), ("1976).", ["1976", ")", "."])]
   text = " \tUnaffable\u3000[MASK]\u00a0bank.\x00\n \x01 "  # Ideographic/no-break spaces split.
   assert minilm_bert.words(text, split="whitespace") == [
-      ("Unaffable", ["una", "##ffa", "##ble"]), ("[MASK]", ["[MASK]"]), ("bank.\x00", ["bank", "."])]
+      ("Unaffable", ["una", "##ffa", "##ble"]), ("[MASK]", ["[MASK]"]),
+      ("bank.\x00", ["bank", "."])]
   for split in inference.WORD_SPLITS:
     for t in (TEXT, text):
       assert [p for _, pieces in minilm_bert.words(t, split) for p in pieces] == \
@@ -41,8 +42,9 @@ def test_whitespace_words_are_as_written(minilm_bert):
 
 def test_whitespace_pattern_is_the_tokenizers_whitespace():
   every = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
-  matched = "".join(re.findall(inference._WHITESPACE, every))  # pylint: disable=protected-access
-  assert matched == "".join(c for c in every if tokenization._is_whitespace(c))  # pylint: disable=protected-access
+  # pylint: disable=protected-access
+  matched = "".join(re.findall(inference._WHITESPACE, every))
+  assert matched == "".join(c for c in every if tokenization._is_whitespace(c))
 
 
 def test_word_embedding_by_position_in_each_mode(minilm_bert):
