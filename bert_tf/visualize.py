@@ -1,10 +1,16 @@
-"""Pictures of a BERT: attention head view (HTML), attention heatmaps and PCA scatter (PNG).
+"""Pictures of a BERT: attention head view and model view (HTML), attention heatmaps (PNG), PCA
+scatter (PNG, or interactive HTML).
 
-``head_view_html`` writes one self-contained HTML file (inline data, script and style; nothing
-fetched from the network) showing every layer and head: a layers x heads grid of heatmaps and,
-for the chosen layer, lines from each token to the tokens it attends to, their opacity the
-attention weight. ``attention_heatmaps_png`` and ``pca_scatter_png`` need matplotlib, an
-optional extra (``pip install 'bert_tf[plots]'``); ``pca_2d`` is plain numpy.
+``head_view`` gives an ``AttentionView``: one self-contained HTML fragment (inline data, script
+and scoped style; nothing fetched from the network) with a head view (for the chosen layer,
+lines from each token to the tokens it attends to, opacity the weight, a colour per head) and a
+model view (a grid of every layer x head, each cell those lines for one head, as bertviz's
+``model_view``). It shows itself in Jupyter (``_repr_html_``), under an id of its own, so several
+views on one page never touch each other's elements; ``head_view_html`` / ``page_html`` write
+whole pages. ``pca_scatter`` is the same kind of object for a PCA scatter whose points show
+their text on hover. ``attention_heatmaps_figure`` / ``pca_scatter_figure`` (and their ``_png``
+savers) need matplotlib, an optional extra (``pip install 'bert_tf[plots]'``); ``pca_2d`` is
+plain numpy.
 
 Shape legend: L = layers, N = heads, S = tokens, M = points, D = embedding size.
 """

@@ -8,6 +8,7 @@ it when run as root): the DOM after the pages' scripts ran, and screenshots' pix
 """
 
 import html
+import json
 import os
 import re
 import shutil
@@ -56,11 +57,13 @@ def _with_script(page, script):
 
 
 def _roots(dom, cls):
-  """``{id: that root's DOM}`` for every ``<div class="cls" id=...>`` (they are not nested)."""
-  starts = [(m.start(), m.group(1)) for m in
-            re.finditer(rf'<div class="{cls}" id="([^"]+)"[^>]*>', dom)]
-  ends = [s for s, _ in starts[1:]] + [len(dom)]
-  return {root_id: dom[s:e] for (s, root_id), e in zip(starts, ends)}
+  """``{id: that root's DOM}`` for every ``<div class="cls" id=...>``: up to the next view's
+  root (head view or scatter; they are not nested) or the notebook page's data."""
+  starts = [(m.start(), m.group(1), m.group(2)) for m in
+            re.finditer(r'<div class="(btv-root|btv-scatter)" id="([^"]+)"[^>]*>', dom)]
+  tail = dom.find('<script type="application/json" id="outputs">')
+  ends = [s for s, _, _ in starts[1:]] + [tail if tail > 0 else len(dom)]
+  return {root_id: dom[s:e] for (s, kind, root_id), e in zip(starts, ends) if kind == cls}
 
 
 def _line_count(weights):
@@ -165,3 +168,46 @@ def test_scatter_shows_points_and_hover_text(tmp_path):
   pixels = screenshot(path, tmp_path / "scatter.png", size=(900, 700))
   tip_colour = np.abs(pixels - np.array([255, 251, 230]) / 255).max(axis=-1) < 2 / 255
   assert tip_colour.sum() > 2000
+
+
+# What a notebook front end does with display(view): the fragment is set as an output cell's
+# innerHTML (where scripts do not run), then every script is replaced by a fresh copy, which
+# runs when the cell joins the page; three outputs, two of them head views, share the page.
+_NOTEBOOK = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<div id="notebook"></div>
+<script type="application/json" id="outputs">%s</script>
+<script>
+var outputs = JSON.parse(document.getElementById("outputs").textContent);
+outputs.forEach(function (fragment) {
+  var cell = document.createElement("div");
+  cell.className = "output";
+  cell.innerHTML = fragment;
+  cell.querySelectorAll("script").forEach(function (old) {
+    var fresh = document.createElement("script");
+    for (var k = 0; k < old.attributes.length; k++)
+      fresh.setAttribute(old.attributes[k].name, old.attributes[k].value);
+    fresh.textContent = old.textContent;
+    old.parentNode.replaceChild(fresh, old);
+  });
+  document.getElementById("notebook").appendChild(cell);
+});
+</script></body></html>"""
+
+
+def test_views_display_in_a_notebook_like_page(two_texts, tmp_path):
+  (tokens_a, att_a), (tokens_b, att_b) = two_texts
+  views = [visualize.head_view(tokens_a, att_a), visualize.head_view(tokens_b, att_b),
+           visualize.pca_scatter(np.eye(4), ["one", "two", "three", "four"])]
+  fragments = json.dumps([v._repr_html_() for v in views]).replace("</", "<\\/")
+  path = tmp_path / "notebook.html"
+  path.write_text(_NOTEBOOK % fragments, encoding="utf-8")
+  dom = dump_dom(path)
+  assert dom.count('class="output"') == 3
+  roots = _roots(dom, "btv-root")
+  assert len(roots) == 2
+  for (tokens, att), part in zip(two_texts, roots.values()):
+    assert 'data-drawn="true"' in part
+    assert len(re.findall(r'class="btv-from"', part)) == len(tokens)
+    assert len(re.findall(r"<line ", part)) == _line_count(att[0])
+    assert len(re.findall(r"data-lines=", part)) == att.shape[0] * att.shape[1]
+  assert 'data-drawn="true"' in next(iter(_roots(dom, "btv-scatter").values()))
