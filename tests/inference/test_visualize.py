@@ -26,7 +26,7 @@ def png_pixels(path):
 
 
 def _embedded_data(page):
-  match = re.search(r'<script type="application/json" id="attention-data">(.*?)</script>',
+  match = re.search(r'<script type="application/json" class="btv-data">(.*?)</script>',
                     page, re.S)
   return json.loads(match.group(1))
 
@@ -55,9 +55,9 @@ def test_head_view_html(minilm_attention, tmp_path):
   listed = re.search(r'tokens: (.*?)</p>', page, re.S).group(1)
   assert re.findall(r"<code>(.*?)</code>", listed) == [
       t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for t in tokens]
-  # One layer option per layer, one toggle per head, one grid cell per (layer, head).
-  assert len(re.findall(r'<option value="\d+" data-layer="\d+">', page)) == 6
-  assert len(re.findall(r'class="head-toggle" data-head="\d+"', page)) == 12
+  # One layer option per layer, one toggle per head, one model-view cell per (layer, head).
+  assert len(re.findall(r'<option value="\d+">layer', page)) == 6
+  assert len(re.findall(r'class="btv-toggle" data-head="\d+"', page)) == 12
   cells = re.findall(r'<canvas data-layer="(\d+)" data-head="(\d+)"', page)
   assert sorted((int(l), int(h)) for l, h in cells) == [(l, h) for l in range(6)
                                                          for h in range(12)]
@@ -65,6 +65,24 @@ def test_head_view_html(minilm_attention, tmp_path):
   # Self-contained: nothing loaded from elsewhere.
   assert not re.search(r"<(script|link|img|iframe)[^>]*(src|href)=", page)
   assert "https://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_views_are_notebook_fragments_with_ids_of_their_own(minilm_attention):
+  tokens, attentions = minilm_attention
+  first, second = (visualize.head_view(tokens, attentions) for _ in range(2))
+  ids = []
+  for view in (first, second):
+    fragment = view._repr_html_()  # What Jupyter's display() shows.
+    assert fragment.startswith('<div class="btv-root" id="btv-') and fragment.endswith("</div>")
+    assert "<html" not in fragment and "<body" not in fragment
+    # Styles only apply under the view's root class, so they leave a notebook alone.
+    style = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
+    assert all(rule.strip().startswith(".btv-root") for rule in style.split("}") if rule.strip())
+    ids.append(re.match(r'<div class="btv-root" id="([^"]+)"', fragment).group(1))
+    assert view.html.startswith("<!DOCTYPE html>") and fragment in view.html
+  assert ids[0] != ids[1]
+  # Inside a view, elements are found through its root, never by a page-wide id.
+  assert re.findall(r'\bid="', first.fragment) == ['id="']
 
 
 def test_head_view_survives_script_like_tokens():
@@ -82,20 +100,89 @@ def test_head_view_shape_errors():
     visualize.head_view_html(["a"], np.zeros((1, 1, 1)))
 
 
-def test_attention_heatmaps_png(minilm_attention, tmp_path):
+def _inside(box, outer):
+  return (box.x0 >= outer.x0 - 0.5 and box.y0 >= outer.y0 - 0.5 and box.x1 <= outer.x1 + 0.5
+          and box.y1 <= outer.y1 + 0.5)
+
+
+def _overlap(a, b):
+  return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def _pixel(pixels, figure, ax, x, y):
+  """RGB of the saved PNG at data point (x, y) of ``ax`` (display y grows upwards)."""
+  px, py = ax.transData.transform((x, y))
+  return pixels[int(round(pixels.shape[0] - py)), int(round(px)), :3]
+
+
+def test_attention_grid_shows_tokens_colour_bar_and_titles(minilm_attention, tmp_path):
+  from matplotlib import colormaps  # pylint: disable=import-outside-toplevel
   tokens, attentions = minilm_attention
+  figure = visualize.attention_heatmaps_figure(tokens, attentions, layers=[0, -1],
+                                               heads=[0, 1, 2], dpi=60)
+  figure.canvas.draw()
+  renderer = figure.canvas.get_renderer()
+  frame = figure.bbox
+  colorbars = [ax for ax in figure.axes if ax.get_ylabel() == "attention weight"]
+  assert len(colorbars) == 1 and colorbars[0].get_ylim() == (0.0, 1.0)
+  heatmaps = [ax for ax in figure.axes if ax.get_title()]
+  assert sorted(ax.get_title() for ax in heatmaps) == sorted(
+      f"layer {l} head {h}" for l in (0, 5) for h in (0, 1, 2))
+  grid = {ax.get_title(): ax for ax in heatmaps}
+  for title, ax in grid.items():
+    # The tokens label the first column (from, y) and the bottom row (to, x), a tick per
+    # token; inner heatmaps (same tokens) have no ticks.
+    first_column, bottom_row = title.endswith("head 0"), title.startswith("layer 5")
+    shown = lambda labels: [t.get_text() for t in labels if t.get_visible()]  # noqa: E731
+    assert shown(ax.get_yticklabels()) == (tokens if first_column else [])
+    assert shown(ax.get_xticklabels()) == (tokens if bottom_row else [])
+    assert list(ax.get_yticks()) == (list(range(len(tokens))) if first_column else [])
+    assert list(ax.get_xticks()) == (list(range(len(tokens))) if bottom_row else [])
+    # The title is whole inside the picture and covers no other heatmap.
+    box = ax.title.get_window_extent(renderer)
+    assert _inside(box, frame), title
+    assert not any(_overlap(box, other.get_window_extent(renderer))
+                   for other in figure.axes if other is not ax), title
+    for label in ax.get_xticklabels() + ax.get_yticklabels():
+      if label.get_visible():
+        assert _inside(label.get_window_extent(renderer), frame), label.get_text()
+  assert _inside(colorbars[0].get_tightbbox(renderer), frame)
+  # The saved pixels: each heatmap cell has the colour of its weight, the colour bar runs
+  # from light (0) to dark (1).
   path = tmp_path / "grid.png"
-  visualize.attention_heatmaps_png(tokens, attentions, str(path), layers=[0, -1],
-                                   heads=[0, 1, 2, 3], cell_inches=1.5, dpi=40)
-  assert png_size(path) == (4 * 60, 2 * 60)  # heads x layers cells of 1.5 in at 40 dpi.
+  visualize._save_png(figure, str(path))  # pylint: disable=protected-access
+  assert png_size(path) == (round(figure.get_figwidth() * 60), round(figure.get_figheight() * 60))
   pixels = png_pixels(path)
-  assert pixels.shape[:2] == (120, 240) and pixels[..., :3].std() > 0.05
-  single = tmp_path / "one.png"
-  visualize.attention_heatmaps_png(tokens, attentions, str(single), layers=5, heads=11,
-                                   cell_inches=4, dpi=50)
-  assert png_size(single) == (200, 200)
+  blues = colormaps["Blues"]
+  ax = grid["layer 5 head 2"]
+  for i, j in [(0, 0), (3, 1), (len(tokens) - 1, 2), (5, len(tokens) - 1)]:
+    np.testing.assert_allclose(_pixel(pixels, figure, ax, j, i),
+                               blues(float(attentions[5, 2, i, j]))[:3], atol=2.5 / 255)
+  bar = colorbars[0]
+  for value in (0.1, 0.5, 0.9):
+    np.testing.assert_allclose(_pixel(pixels, figure, bar, 0.5, value), blues(value)[:3],
+                               atol=2.5 / 255)
+
+
+def test_single_heatmap_is_big_enough_to_read(minilm_attention, tmp_path):
+  tokens, attentions = minilm_attention
+  path = tmp_path / "one.png"
+  visualize.attention_heatmaps_png(tokens, attentions, str(path), layers=5, heads=11)
+  width, height = png_size(path)
+  assert width >= 600 and height >= 600
+  figure = visualize.attention_heatmaps_figure(tokens, attentions, layers=5, heads=11)
+  figure.canvas.draw()
+  renderer = figure.canvas.get_renderer()
+  ax = next(ax for ax in figure.axes if ax.get_title() == "layer 5 head 11")
+  box = ax.get_window_extent(renderer)
+  assert box.width >= 450 and box.height >= 450  # The heatmap itself, in pixels.
+  assert [t.get_text() for t in ax.get_xticklabels() if t.get_visible()] == tokens
+  assert [t.get_text() for t in ax.get_yticklabels() if t.get_visible()] == tokens
+  # Token labels do not run into each other.
+  labels = [t.get_window_extent(renderer) for t in ax.get_yticklabels()]
+  assert not any(_overlap(a, b) for a, b in zip(labels, labels[1:]))
   with pytest.raises(bert_tf.BertTfError, match="head 12 is out of range"):
-    visualize.attention_heatmaps_png(tokens, attentions, str(single), heads=[12])
+    visualize.attention_heatmaps_png(tokens, attentions, str(path), heads=[12])
 
 
 def test_pca_2d_equals_eigendecomposition():
@@ -118,16 +205,55 @@ def test_pca_2d_equals_eigendecomposition():
   np.testing.assert_allclose(ratios, [1.0, 0.0], atol=1e-12)
 
 
-def test_pca_scatter_png(tmp_path):
+def test_spread_out_hand_worked():
+  line = np.stack([np.arange(11.0), np.zeros(11)], axis=1)
+  # Farthest from the mean first (0 and 10 tie: the first), then the farthest from those.
+  assert visualize.spread_out(line, 3) == [0, 5, 10]
+  assert visualize.spread_out(line, 20) == list(range(11))
+
+
+def _sentences(count=100):
+  rng = np.random.RandomState(1)
+  points = np.concatenate([rng.randn(count // 2, 16) + 2, rng.randn(count - count // 2, 16) - 2])
+  labels = [f"sentence {i}: he sat on the bank of the river and watched" for i in range(count)]
+  return points, labels, ["river"] * (count // 2) + ["money"] * (count - count // 2)
+
+
+@pytest.mark.parametrize("mode,count", [("short", 12), ("all", 100), ("none", 0)])
+def test_pca_labels(tmp_path, mode, count):
+  points, labels, groups = _sentences()
+  figure = visualize.pca_scatter_figure(points, labels, groups=groups, label_mode=mode)
+  figure.canvas.draw()
+  renderer = figure.canvas.get_renderer()
+  ax = figure.axes[0]
+  texts = [t for t in ax.texts]
+  assert len(texts) == count
+  limit = {"short": 24, "all": 60}.get(mode, 0)
+  for t in texts:
+    index = int(re.match(r"sentence (\d+):", t.get_text()).group(1))
+    full = labels[index]
+    assert t.get_text() == (full if len(full) <= limit else full[:limit - 3] + "...")
+  if mode == "short":
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert all(_inside(b, figure.bbox) for b in boxes)
+    assert not any(_overlap(a, b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == ["river", "money"]
+  path = tmp_path / "pca.png"
+  visualize.pca_scatter_png(points, labels, str(path), size_inches=(5, 4), dpi=50,
+                            groups=groups, label_mode=mode)
+  assert png_size(path) == (250, 200)
+
+
+def test_pca_errors(tmp_path):
   rng = np.random.RandomState(1)
   path = tmp_path / "pca.png"
-  visualize.pca_scatter_png(rng.randn(5, 8), [f"point {i}" for i in range(5)], str(path),
-                            size_inches=(5, 4), dpi=50, groups=["a", "a", "b", "b", "b"])
-  assert png_size(path) == (250, 200)
   with pytest.raises(bert_tf.BertTfError, match="3 labels for 5 embeddings"):
     visualize.pca_scatter_png(rng.randn(5, 8), ["x"] * 3, str(path))
   with pytest.raises(bert_tf.BertTfError, match="PCA needs at least 2 embeddings"):
     visualize.pca_2d(np.zeros((1, 4)))
+  with pytest.raises(bert_tf.BertTfError,
+                     match="labels must be one of none, short, all, got 'some'"):
+    visualize.pca_scatter_png(rng.randn(5, 8), ["x"] * 5, str(path), label_mode="some")
 
 
 def test_png_without_matplotlib_is_a_one_line_error(tmp_path, monkeypatch):

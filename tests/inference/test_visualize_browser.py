@@ -1,0 +1,213 @@
+"""The HTML pictures rendered by headless Chromium (Debian's ``chromium``; ``make test`` installs
+it when run as root): the DOM after the pages' scripts ran, and screenshots' pixels.
+
+- Two head views on one page both draw their own tokens and lines, and every model-view cell
+  (layers x heads) paints the lines its weights call for.
+- The PCA scatter shows one point per embedding where PCA puts it, and hovering a point shows
+  its sentence.
+"""
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+from bert_tf import visualize
+from tests.inference.test_visualize import png_pixels
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+  if os.geteuid() == 0:  # CI: make test installs chromium first, so this must not skip there.
+    pytest.fail("chromium is not installed: `make test` installs it as root (apt-get install -y "
+                "chromium); run that, or install it yourself", pytrace=False)
+  pytest.skip("headless Chromium is not installed (apt-get install chromium); the HTML "
+              "pictures are not rendered", allow_module_level=True)
+
+
+def _chromium(*args, timeout=120):
+  # A profile of its own per run: runs side by side (pytest -n 2) never share a profile lock.
+  with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+    command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+               "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return result.stdout
+
+
+def dump_dom(path):
+  """The page's DOM after its scripts ran, as HTML."""
+  return _chromium("--dump-dom", f"file://{path}")
+
+
+def screenshot(path, out, size=(1200, 900)):
+  _chromium(f"--screenshot={out}", f"--window-size={size[0]},{size[1]}", f"file://{path}")
+  return png_pixels(out)[..., :3]
+
+
+def _with_script(page, script):
+  """``page`` with a test script run after everything else (the tests' stand-in for a user)."""
+  return page.replace("</body>", f"<script>{script}</script></body>")
+
+
+def _roots(dom, cls):
+  """``{id: that root's DOM}`` for every ``<div class="cls" id=...>``: up to the next view's
+  root (head view or scatter; they are not nested) or the notebook page's data."""
+  starts = [(m.start(), m.group(1), m.group(2)) for m in
+            re.finditer(r'<div class="(btv-root|btv-scatter)" id="([^"]+)"[^>]*>', dom)]
+  tail = dom.find('<script type="application/json" id="outputs">')
+  ends = [s for s, _, _ in starts[1:]] + [tail if tail > 0 else len(dom)]
+  return {root_id: dom[s:e] for (s, kind, root_id), e in zip(starts, ends) if kind == cls}
+
+
+def _line_count(weights):
+  # The page draws a line for every weight >= the threshold, as rounded in its JSON.
+  return int((np.round(np.asarray(weights, np.float64), 5) >= visualize.LINE_THRESHOLD).sum())
+
+
+@pytest.fixture(scope="module")
+def two_texts(minilm_bert):
+  out = minilm_bert(["The bank by the river.", "It closed <early> & late, said Ann."],
+                    output_attentions=True)
+  views = []
+  for b, tokens in enumerate(out.tokens):
+    views.append((tokens, np.stack(out.attentions)[:, b, :, :len(tokens), :len(tokens)]))
+  return views  # [(tokens, [L,N,S,S])]
+
+
+# Counts, for every model-view canvas, the pixels its drawing changed from white.
+_COUNT_PAINTED = """
+document.querySelectorAll(".btv-model canvas").forEach(function (c) {
+  var d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, n = 0;
+  for (var k = 0; k < d.length; k += 4) if (d[k] < 250 || d[k + 1] < 250 || d[k + 2] < 250) n++;
+  c.dataset.painted = n;
+});
+"""
+
+
+def test_two_head_views_on_one_page(two_texts, tmp_path):
+  views = [visualize.head_view(tokens, att, title=f"text {k}")
+           for k, (tokens, att) in enumerate(two_texts)]
+  path = tmp_path / "two.html"
+  path.write_text(_with_script(visualize.page_html(views), _COUNT_PAINTED), encoding="utf-8")
+  roots = _roots(dump_dom(path), "btv-root")
+  assert len(roots) == 2
+  for (tokens, att), (root_id, dom) in zip(two_texts, roots.items()):
+    layers, heads = att.shape[:2]
+    assert 'data-drawn="true"' in dom, root_id  # Its script ran, on its own elements.
+    escaped = [html.escape(t, quote=False) for t in tokens]
+    # Head view (layer 0, every head shown): both columns of tokens and a line per weight.
+    assert re.findall(r'<text [^>]*class="btv-from"[^>]*>(.*?)</text>', dom) == escaped
+    assert re.findall(r'<text [^>]*class="btv-to"[^>]*>(.*?)</text>', dom) == escaped
+    assert len(re.findall(r"<line ", dom)) == _line_count(att[0])
+    # Model view: every (layer, head), each with the lines of its own weights, painted.
+    cells = re.findall(r'<canvas data-layer="(\d+)" data-head="(\d+)"[^>]*data-lines="(\d+)"'
+                       r'[^>]*data-painted="(\d+)"', dom)
+    assert [(int(l), int(h)) for l, h, _, _ in cells] == [
+        (l, h) for l in range(layers) for h in range(heads)]
+    for l, h, lines, painted in cells:
+      assert int(lines) == _line_count(att[int(l), int(h)]), (root_id, l, h)
+      assert int(painted) > 100, (root_id, l, h)
+
+
+def test_head_view_screenshot_shows_lines_in_head_colours(two_texts, tmp_path):
+  tokens, att = two_texts[0]
+  page = tmp_path / "one.html"
+  # Only head 3 (colour #d62728): a click on its model-view cell of layer 2.
+  script = ('document.querySelector(\'.btv-model canvas[data-layer="2"][data-head="3"]\')'
+            '.dispatchEvent(new MouseEvent("click", {bubbles: true}));')
+  page.write_text(_with_script(visualize.head_view_html(tokens, att), script), encoding="utf-8")
+  dom = dump_dom(page)
+  assert len(re.findall(r"<line ", dom)) == _line_count(att[2, 3])
+  assert set(re.findall(r'<line [^>]*stroke="(#[0-9a-f]+)"', dom)) == {"#d62728"}
+  pixels = screenshot(page, tmp_path / "one.png")
+  red = (pixels[..., 0] > 0.6) & (pixels[..., 1] < 0.5) & (pixels[..., 2] < 0.5)
+  blue = (pixels[..., 2] > 0.5) & (pixels[..., 0] < 0.3)
+  assert red.sum() > 200  # Head 3's lines (and its cell's border).
+  # The other heads are hidden from the head view, but the model view still shows head 0.
+  assert blue.sum() > 100
+
+
+def test_scatter_shows_points_and_hover_text(tmp_path):
+  rng = np.random.RandomState(3)
+  points = np.concatenate([rng.randn(50, 12) + 1.5, rng.randn(50, 12) - 1.5])
+  labels = [f"Sentence {i} is about a <bank> & a river." for i in range(100)]
+  groups = ["river"] * 50 + ["money"] * 50
+  coords, _ = visualize.pca_2d(points)
+  page = visualize.pca_scatter_html(points, labels, title="100 sentences", groups=groups)
+  assert not re.search(r"<(script|link|img|iframe)[^>]*(src|href)=", page)
+  path = tmp_path / "scatter.html"
+  hover = ('document.querySelector(\'circle[data-index="7"]\')'
+           '.dispatchEvent(new MouseEvent("mouseenter"));')
+  path.write_text(_with_script(page, hover), encoding="utf-8")
+  dom = dump_dom(path)
+  circles = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="5" fill="(#[0-9a-f]+)" '
+                       r'data-index="(\d+)"[^>]*><title>(.*?)</title></circle>', dom)
+  assert [int(c[3]) for c in circles] == list(range(100))
+  assert [html.unescape(c[4]) for c in circles] == labels
+  assert {c[2] for c in circles[:50]} != {c[2] for c in circles[50:]}  # A colour per group.
+  # Placed as PCA says: x a rising linear function of PC1, y (downwards on screen) a falling
+  # one of PC2 (to the 0.1 px the page is written with), inside the 800 x 600 plot.
+  for k, sign in ((0, 1), (1, -1)):
+    screen = np.array([float(c[k]) for c in circles])
+    slope, offset = np.polyfit(coords[:, k], screen, 1)
+    assert sign * slope > 0
+    assert np.abs(screen - (slope * coords[:, k] + offset)).max() < 0.1
+    assert 0 < screen.min() and screen.max() < (800, 600)[k]
+  tip = re.search(r'<div class="btv-tip" style="([^"]*)">(.*?)</div>', dom)
+  assert "display: block" in tip.group(1)
+  assert html.unescape(tip.group(2)) == labels[7] + "  [river]"
+  assert 'class="hover"' in dom
+  # The tooltip's pale yellow box is on screen.
+  pixels = screenshot(path, tmp_path / "scatter.png", size=(900, 700))
+  tip_colour = np.abs(pixels - np.array([255, 251, 230]) / 255).max(axis=-1) < 2 / 255
+  assert tip_colour.sum() > 2000
+
+
+# What a notebook front end does with display(view): the fragment is set as an output cell's
+# innerHTML (where scripts do not run), then every script is replaced by a fresh copy, which
+# runs when the cell joins the page; three outputs, two of them head views, share the page.
+_NOTEBOOK = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<div id="notebook"></div>
+<script type="application/json" id="outputs">%s</script>
+<script>
+var outputs = JSON.parse(document.getElementById("outputs").textContent);
+outputs.forEach(function (fragment) {
+  var cell = document.createElement("div");
+  cell.className = "output";
+  cell.innerHTML = fragment;
+  cell.querySelectorAll("script").forEach(function (old) {
+    var fresh = document.createElement("script");
+    for (var k = 0; k < old.attributes.length; k++)
+      fresh.setAttribute(old.attributes[k].name, old.attributes[k].value);
+    fresh.textContent = old.textContent;
+    old.parentNode.replaceChild(fresh, old);
+  });
+  document.getElementById("notebook").appendChild(cell);
+});
+</script></body></html>"""
+
+
+def test_views_display_in_a_notebook_like_page(two_texts, tmp_path):
+  (tokens_a, att_a), (tokens_b, att_b) = two_texts
+  views = [visualize.head_view(tokens_a, att_a), visualize.head_view(tokens_b, att_b),
+           visualize.pca_scatter(np.eye(4), ["one", "two", "three", "four"])]
+  fragments = json.dumps([v._repr_html_() for v in views]).replace("</", "<\\/")
+  path = tmp_path / "notebook.html"
+  path.write_text(_NOTEBOOK % fragments, encoding="utf-8")
+  dom = dump_dom(path)
+  assert dom.count('class="output"') == 3
+  roots = _roots(dom, "btv-root")
+  assert len(roots) == 2
+  for (tokens, att), part in zip(two_texts, roots.values()):
+    assert 'data-drawn="true"' in part
+    assert len(re.findall(r'class="btv-from"', part)) == len(tokens)
+    assert len(re.findall(r"<line ", part)) == _line_count(att[0])
+    assert len(re.findall(r"data-lines=", part)) == att.shape[0] * att.shape[1]
+  assert 'data-drawn="true"' in next(iter(_roots(dom, "btv-scatter").values()))
