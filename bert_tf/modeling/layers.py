@@ -263,7 +263,7 @@ class BertSelfAttention(_ConfigLayer):
     q = self._split_heads(self.query(x))  # [B,F,N,D]
     k = self._split_heads(self.key(x))  # [B,T,N,D]
     v = self._split_heads(self.value(x))  # [B,T,N,D]
-    scores = tf.einsum("BTND,BFND->BNFT", k, q)  # [B,N,F,T]
+    scores = tf.einsum("BFND,BTND->BNFT", q, k)  # [B,N,F,T]
     scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
     scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
     probs = tf.nn.softmax(scores, axis=-1)  # [B,N,F,T] float32

@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 
 
@@ -134,6 +135,8 @@ class Trainer:
         inner.fused_update = True
       # Dropout masks from an integer hash XLA fuses, not its slow Philox expansion.
       layers.set_dropout_rng(self.model, "hash")
+      # MLM logits as the plain x E^T product: no [B*P,V] layout copies under XLA.
+      heads.set_vocab_logits_layout(self.model, vocab_major=False)
     strategy = self.strategy
 
     @tf.function
