@@ -62,6 +62,7 @@ _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
 
 
 def _elements(dims):
+  """Elements of a shape written ``8,128,768``."""
   n = 1
   for d in dims.split(","):
     if d:
@@ -82,13 +83,19 @@ def parse_hlo_text(text, bnss):
   Counter has ``transposes``, ``transpose_bytes``, ``dots``, ``fusions`` and ``f32_bnss``
   (float32 results of shape [B,N,S,S] in any order, or [B*N,S,S], that are materialized:
   outside fused computations). An instruction without
-  ``op_name`` metadata (inside fused computations) takes the op_name of the fusion that
-  calls its computation.
+  ``op_name`` metadata takes that of an operand (one naming a layer first), and inside fused
+  computations that of the fusion that calls its computation. A transpose inside a fusion
+  counts the bytes the fusion writes when they are fewer than its own (transpose then slice).
   """
   # Pass 1: each instruction's op_name, or (none in its metadata) its first operand's that
   # has one; then the op_name of the fusion (or call) that uses each computation.
-  resolved, caller_op, fused = {}, {}, set()
+  resolved, caller_op, fused, root_elements = {}, {}, set(), {}
+  computation = None
   for line in text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group(1)
+      continue
     match = _DEFINITION.match(line)
     if not match:
       continue
@@ -97,10 +104,14 @@ def parse_hlo_text(text, bnss):
       resolved[match.group(1)] = op_name.group(1)
     else:
       operands = _OPERANDS.search(line)
-      for operand in _REF.findall(operands.group(1)) if operands else ():
-        if resolved.get(operand):
-          resolved[match.group(1)] = resolved[operand]
-          break
+      names = [resolved[r] for r in (_REF.findall(operands.group(1)) if operands else ())
+               if resolved.get(r)]
+      layered = [n for n in names if _LAYER.search(n)]
+      if layered or names:
+        resolved[match.group(1)] = (layered or names)[0]
+    instruction = _INSTRUCTION.match(line)
+    if instruction and line.lstrip().startswith("ROOT") and computation is not None:
+      root_elements[computation] = _elements(instruction.group("dims"))
     calls = _CALLS.search(line)
     if calls:
       for callee in calls.group(1).split(","):
@@ -130,6 +141,10 @@ def parse_hlo_text(text, bnss):
     c = counts[key]
     if op == "transpose":
       c["transposes"] += 1
+      # Inside a fusion, only what the fusion writes is moved (a transpose followed by a
+      # slice writes the slice).
+      if computation in fused:
+        elements = min(elements, root_elements.get(computation, elements))
       c["transpose_bytes"] += elements * BYTES.get(dtype, 4)
     elif op == "dot":
       c["dots"] += 1
