@@ -88,6 +88,7 @@ class Trainer:
     with strategy.scope():
       optimizer.build(model.trainable_variables)
     self._train_loop = None
+    self._compiled_update = None
 
   # === One update on one replica ===
 
@@ -110,6 +111,8 @@ class Trainer:
                     for k, v in denominators.items()}
     gradients_fn = self._compiled_gradients
     k = self.config.gradient_accumulation_steps
+    if k == 1 and self._compiled_update is not None:
+      return self._compiled_update(features, denominators)
     if k == 1:
       loss, grads = gradients_fn(features, denominators)
     else:
@@ -124,10 +127,33 @@ class Trainer:
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
     return loss  # this replica's share of the global-batch loss
 
+  def _update(self, features, denominators):
+    """Loss, gradients and the optimizer's update of one batch (one XLA computation)."""
+    loss, grads = self._gradients(features, denominators)
+    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    return loss
+
+  def _whole_update_compiles(self):
+    """Whether one XLA computation can hold the whole update: jit_compile, one replica (no
+    cross-replica all-reduce or mirrored variables to leave XLA for), no gradient
+    accumulation, and bert_tf's own optimizer with its fused update (not the float16
+    loss-scale wrapper, whose skip-on-overflow logic stays in TensorFlow), on variables that
+    are not mirrored (a one-device MirroredStrategy's updates go through merge calls)."""
+    return (bool(self.config.jit_compile) and self.strategy.num_replicas_in_sync == 1
+            and self.config.gradient_accumulation_steps == 1
+            and hasattr(self.optimizer, "fused_update")
+            and not isinstance(self.strategy, tf.distribute.TPUStrategy)
+            and not any(isinstance(getattr(v, "value", v), tf.distribute.DistributedValues)
+                        for v in self.model.trainable_variables))
+
   def build_train_loop(self):
     """A tf.function running ``n`` updates in-graph: ``loop(iterator, n) -> mean loss``."""
     self._compiled_gradients = tf.function(self._gradients,
                                            jit_compile=bool(self.config.jit_compile))
+    self._compiled_update = None
+    if self._whole_update_compiles():
+      # Forward, backward, global norm, clipping and the optimizer step as one XLA module.
+      self._compiled_update = tf.function(self._update, jit_compile=True)
     if self.config.jit_compile:
       # The update of each variable as one XLA computation too (bert_tf's optimizers).
       inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
