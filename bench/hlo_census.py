@@ -80,7 +80,8 @@ def parse_hlo_text(text, bnss):
   """Counts in one optimized HLO module's text: {layer key: Counter}.
 
   ``bnss``: (B, N, S). Keys are ``"layer_0"``, ``"layer_1"``, ... and ``"other"``; each
-  Counter has ``transposes``, ``transpose_bytes``, ``dots``, ``fusions`` and ``f32_bnss``
+  Counter has ``transposes``, ``transpose_bytes``, ``bnss_transposes`` (those of [B,N,S,S]
+  tensors), ``dots``, ``fusions`` and ``f32_bnss``
   (float32 results of shape [B,N,S,S] in any order, or [B*N,S,S], that are materialized:
   outside fused computations). An instruction without
   ``op_name`` metadata takes that of an operand (one naming a layer first), and inside fused
@@ -146,6 +147,8 @@ def parse_hlo_text(text, bnss):
       if computation in fused:
         elements = min(elements, root_elements.get(computation, elements))
       c["transpose_bytes"] += elements * BYTES.get(dtype, 4)
+      if _is_bnss(dims, bnss):
+        c["bnss_transposes"] += 1
     elif op == "dot":
       c["dots"] += 1
     elif op == "fusion":
