@@ -151,11 +151,15 @@ class _BertOptimizer(keras.optimizers.Optimizer):
   returning the new parameter value; moments are computed here with the original's
   arithmetic.
 
-  ``fused_update``: the whole update (learning rate, global norm and clipping, every
-  variable's new param/m/v, assigned in place) as one XLA-compiled function: one pass over
-  memory per variable instead of about fifteen elementwise ops, and no TensorFlow kernels
-  between XLA computations. Mirrored variables (MirroredStrategy, TPUs) instead get each
-  variable's new values from an XLA-compiled function under the strategy's update context.
+  ``fused_update``: compute each variable's new (param, m, v) in one XLA-compiled function
+  (one pass over memory instead of about fifteen elementwise ops, each a pass of its own),
+  which also assigns them in place unless the variables are mirrored. With
+  ``fuse_all_variables`` too, the whole update (learning rate, global norm and clipping,
+  every variable's step, assigned in place) is ONE XLA function: no TensorFlow kernels between
+  XLA computations, which is what a GPU wants; on CPU it is slower (BENCHMARKS.md: XLA's CPU
+  backend runs the one computation's many small loops one after another, where the
+  per-variable computations run in parallel), so the training loop sets it only with a GPU
+  or TPU.
   The training loop turns it on with ``jit_compile``. XLA may contract multiply-adds, so the
   numbers then agree with the original's to float32 rounding, not to the bit.
   """
@@ -179,6 +183,9 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     self.epsilon = epsilon
     self._weight_decay_exclusions = list(exclude_from_weight_decay or [])
     self.fused_update = bool(fused_update)
+    # With fused_update: all variables in ONE XLA function rather than one per variable (the
+    # training loop sets it where that pays: with a GPU or TPU).
+    self.fuse_all_variables = False
     self._fused_new_values = None
     self._fused_assign = None
     self._fused_apply_all = None
@@ -232,7 +239,8 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     tf_variables = [_tf_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, tf_variables)))
     grads = [g for g, _ in grads_and_vars]
-    if self.fused_update and not self._has_distributed_values(tf_variables):
+    if (self.fused_update and self.fuse_all_variables
+        and not self._has_distributed_values(tf_variables)):
       # The whole update (learning rate, global norm, clipping, every variable's new
       # param/m/v, assigned in place) as ONE XLA computation: no TensorFlow kernels (the
       # norm's L2Loss per variable, the schedule) between XLA computations, one launch

@@ -103,6 +103,9 @@ class Trainer:
       optimizer.build(model.trainable_variables)
     self._train_loop = None
     self._compiled_update = None
+    # Forward, backward and optimizer as one XLA computation (see _whole_update_compiles);
+    # None: where it pays. Set before build_train_loop.
+    self.whole_update = None
 
   # === One update on one replica ===
 
@@ -148,12 +151,18 @@ class Trainer:
     return loss
 
   def _whole_update_compiles(self):
-    """Whether one XLA computation can hold the whole update: jit_compile, one replica (no
-    cross-replica all-reduce or mirrored variables to leave XLA for), no gradient
-    accumulation, and bert_tf's own optimizer with its fused update (not the float16
-    loss-scale wrapper, whose skip-on-overflow logic stays in TensorFlow), on variables that
-    are not mirrored (a one-device MirroredStrategy's updates go through merge calls)."""
-    return (bool(self.config.jit_compile) and self.strategy.num_replicas_in_sync == 1
+    """Whether one XLA computation holds the whole update: ``whole_update`` (None: with a GPU
+    or TPU; on CPU XLA runs one big update computation slower than per-variable ones),
+    jit_compile, one replica (no cross-replica all-reduce or mirrored variables to leave XLA
+    for), no gradient accumulation, and bert_tf's own optimizer with its fused update (not
+    the float16 loss-scale wrapper, whose skip-on-overflow logic stays in TensorFlow), on
+    variables that are not mirrored (a one-device MirroredStrategy's updates go through merge
+    calls)."""
+    whole_update = self.whole_update
+    if whole_update is None:
+      whole_update = bool(tf.config.list_logical_devices("GPU"))
+    return (whole_update and bool(self.config.jit_compile)
+            and self.strategy.num_replicas_in_sync == 1
             and self.config.gradient_accumulation_steps == 1
             and hasattr(self.optimizer, "fused_update")
             and not isinstance(self.strategy, tf.distribute.TPUStrategy)
@@ -167,6 +176,7 @@ class Trainer:
     self._compiled_update = None
     if self._whole_update_compiles():
       # Forward, backward, global norm, clipping and the optimizer step as one XLA module.
+      self.optimizer.fuse_all_variables = True
       self._compiled_update = tf.function(self._update, jit_compile=True)
     if self.config.jit_compile:
       # The update of each variable as one XLA computation too (bert_tf's optimizers).

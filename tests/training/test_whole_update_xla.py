@@ -33,8 +33,7 @@ def _train(tmp_path, whole_update):
   trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer, loop.LoopConfig(
       model_dir=str(tmp_path), num_train_steps=3, steps_per_loop=3, save_checkpoints_steps=0,
       jit_compile=True))
-  if not whole_update:
-    trainer._whole_update_compiles = lambda: False  # pylint: disable=protected-access
+  trainer.whole_update = whole_update  # on CPU the default is False
   result = trainer.train(_dataset_fn, progress=lambda line: None)
   return trainer, model, optimizer, result
 
