@@ -76,9 +76,9 @@ def total_loss(task, outputs, features, denominators):
 
 def resolve_jit_compile(jit_compile, strategy=None):
   """``jit_compile`` as given, or for None whether to XLA-compile the train step here: yes
-  with a GPU or a TPU (about 4x the non-XLA step on an H100, BENCHMARKS.md), no on CPU only
-  (there XLA's step is 0.5-0.85x the plain one's but its first call compiles for seconds to
-  minutes, which short CPU runs do not earn back)."""
+  with a GPU or a TPU (about 4x the non-XLA step on an H100, BENCHMARKS.md); no on CPU, where
+  XLA's step is faster too but a plain CPU run keeps the original's optimizer arithmetic bit
+  for bit and Philox dropout masks, with no compile on its first call."""
   if jit_compile is not None:
     return bool(jit_compile)
   if isinstance(strategy, tf.distribute.TPUStrategy):
