@@ -233,6 +233,31 @@ class BertEmbeddings(_ConfigLayer):
     return self.dropout(output, training=training)
 
 
+def softmax_to(logits, dtype):
+  """Softmax over the last axis computed in float32 (max and sum), returned in ``dtype``.
+
+  For a 16-bit ``dtype`` the gradient is computed from the rounded probabilities it returned
+  (``p * (dp - sum(dp * p))`` in float32): the backward pass keeps the ``[B,N,S,S]``
+  probabilities in 16 bits instead of a float32 copy. Float32 is ``tf.nn.softmax``.
+  """
+  logits = tf.cast(logits, tf.float32)
+  if tf.as_dtype(dtype) == tf.float32:
+    return tf.nn.softmax(logits, axis=-1)
+
+  @tf.custom_gradient
+  def fn(x):
+    probs = tf.cast(tf.nn.softmax(x, axis=-1), dtype)
+
+    def grad(d_probs):
+      p = tf.cast(probs, tf.float32)
+      d = tf.cast(d_probs, tf.float32)
+      return p * (d - tf.reduce_sum(d * p, axis=-1, keepdims=True))
+
+    return probs, grad
+
+  return fn(logits)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertSelfAttention(_ConfigLayer):
   """Multi-head self-attention: ``query``, ``key``, ``value`` dense layers ([H,H] kernels).
@@ -256,7 +281,8 @@ class BertSelfAttention(_ConfigLayer):
     with scoped(self.name):
       for layer in (self.query, self.key, self.value):
         layer.build((None, None, c.hidden_size))
-    self.dropout = Dropout(c.attention_probs_dropout_prob)
+    # In the compute dtype: the probabilities stay 16-bit under mixed precision.
+    self.dropout = Dropout(c.attention_probs_dropout_prob, dtype=self.dtype_policy)
     self.built = True
 
   def call(self, x, attention_adder, training=None):
@@ -279,10 +305,10 @@ class BertSelfAttention(_ConfigLayer):
     scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
     scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
     scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
-    probs = tf.nn.softmax(scores, axis=-1)  # [B,N,F,T] float32
+    probs = softmax_to(scores, v.dtype)  # [B,N,F,T] in the compute dtype
     dropped = self.dropout(probs, training=training)
-    context = tf.einsum("BNFT,BNTD->BFND", tf.cast(dropped, v.dtype), v)  # [B,F,N,D]
-    return tf.reshape(context, [batch, seq, c.hidden_size]), probs
+    context = tf.einsum("BNFT,BNTD->BFND", dropped, v)  # [B,F,N,D]
+    return tf.reshape(context, [batch, seq, c.hidden_size]), tf.cast(probs, tf.float32)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
