@@ -8,6 +8,11 @@ Run by the driver in its own process with an interpreter that has torch and tran
 To reproduce elsewhere: ``pip install torch==2.13.0 transformers``. Prints one ``RESULT {json}``
 line (see ``_harness.emit``).
 
+On a GPU (the peer of ``bench_pretraining_gpu.py``): ``--device=cuda --compile --dtype=bfloat16``
+runs the same step under ``torch.compile`` with bf16 autocast (float32 master weights), fused
+AdamW and SDPA attention, synchronizing the device after each step so that wall times are
+the GPU's; the result adds ``peak_gpu_memory_gb``.
+
 The model is the same BERT as bert_tf's: same sizes, tanh-GELU (``gelu_pytorch_tanh``, the
 original's ``gelu``, as one fused kernel), LayerNorm eps 1e-12, dropout 0.1 when training.
 ``mode=infer``: ``BertModel`` (encoder + pooler) in eval mode under ``torch.inference_mode``.
@@ -38,6 +43,10 @@ def main():
   parser.add_argument("--max_repeats", type=int, default=20)
   parser.add_argument("--budget_s", type=float, default=20.0)
   parser.add_argument("--threads", type=int, default=0, help="0: the framework's default")
+  parser.add_argument("--device", default="cpu", help="cpu or cuda")
+  parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+  parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                      help="bfloat16: autocast of the forward pass (weights stay float32)")
   args = parser.parse_args()
 
   import torch  # pylint: disable=import-outside-toplevel
@@ -59,22 +68,30 @@ def main():
       type_vocab_size=c["type_vocab_size"], initializer_range=c["initializer_range"],
       layer_norm_eps=1e-12)
   batch = _harness.pretraining_batch(c, args.batch_size, args.seq_length, args.num_predictions)
-  t = {k: torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)
+  device = torch.device(args.device)
+  t = {k: (torch.from_numpy(v).long() if v.dtype.kind == "i" else torch.from_numpy(v)).to(device)
        for k, v in batch.items()}
-  bert = modeling_bert.BertModel(hf_config)
+  bert = modeling_bert.BertModel(hf_config).to(device)
+  cuda = device.type == "cuda"
+  autocast = torch.autocast(device.type, dtype=torch.bfloat16,
+                            enabled=args.dtype == "bfloat16")
+  run_bert = torch.compile(bert) if args.compile else bert
 
   if args.mode == "infer":
     bert.eval()
 
     def step():
-      with torch.inference_mode():
-        out = bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
-                   token_type_ids=t["segment_ids"])
+      with torch.inference_mode(), autocast:
+        out = run_bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
+                       token_type_ids=t["segment_ids"])
+      if cuda:
+        torch.cuda.synchronize()
       return out.last_hidden_state, out.pooler_output
   else:
     bert.train()
-    heads = modeling_bert.BertPreTrainingHeads(hf_config)
+    heads = modeling_bert.BertPreTrainingHeads(hf_config).to(device)
     heads.predictions.decoder.weight = bert.embeddings.word_embeddings.weight  # tied
+    run_heads = torch.compile(heads) if args.compile else heads
     heads.train()
     named = {}
     for prefix, module in (("bert", bert), ("cls", heads)):
@@ -85,16 +102,18 @@ def main():
     decay = [p for n, p in named.items() if not ("bias" in n or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                    {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=1e-4, eps=1e-6)
+                                  lr=1e-4, eps=1e-6, **({"fused": True} if cuda else {}))
     params = list(named.values())
     h = hf_config.hidden_size
 
     def step():
-      out = bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
-                 token_type_ids=t["segment_ids"])
-      positions = t["masked_lm_positions"].unsqueeze(-1).expand(-1, -1, h)
-      gathered = torch.gather(out.last_hidden_state, 1, positions)  # [B,P,H]
-      mlm_logits, nsp_logits = heads(gathered, out.pooler_output)
+      with autocast:
+        out = run_bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
+                       token_type_ids=t["segment_ids"])
+        positions = t["masked_lm_positions"].unsqueeze(-1).expand(-1, -1, h)
+        gathered = torch.gather(out.last_hidden_state, 1, positions)  # [B,P,H]
+        mlm_logits, nsp_logits = run_heads(gathered, out.pooler_output)
+      mlm_logits, nsp_logits = mlm_logits.float(), nsp_logits.float()
       nll = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]),
                             t["masked_lm_ids"].reshape(-1), reduction="none")
       w = t["masked_lm_weights"].reshape(-1)
@@ -104,17 +123,26 @@ def main():
       torch.nn.utils.clip_grad_norm_(params, 1.0)
       optimizer.step()
       optimizer.zero_grad(set_to_none=True)
+      if cuda:
+        torch.cuda.synchronize()
       return loss
 
   result = _harness.measure(step, args.min_repeats, args.max_repeats, args.budget_s)
   result.update(
-      framework="hf_torch", variant="transformers BertModel (PyTorch eager)",
+      framework="hf_torch",
+      variant=("transformers BertModel (PyTorch " + ("torch.compile" if args.compile else "eager")
+               + (", bf16 autocast" if args.dtype == "bfloat16" else "") + f", {args.device})"),
+      device=args.device, compiled=args.compile, dtype=args.dtype,
+      num_predictions=args.num_predictions,
       config=args.config, mode=args.mode, batch_size=args.batch_size,
       seq_length=args.seq_length, peak_rss_mb=_harness.peak_rss_mb(),
       versions={"python": platform.python_version(), "torch": torch.__version__,
                 "transformers": transformers.__version__},
       threads=torch.get_num_threads(),
       attn_implementation=getattr(bert.config, "_attn_implementation", None))
+  if cuda:
+    result["peak_gpu_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    result["device_name"] = torch.cuda.get_device_name()
   _harness.emit(result)
 
 

@@ -29,6 +29,14 @@ compilation; pick rows with the flags to stay within a time limit):
   .venv/bin/python bench/bench_pretraining_gpu.py --models=large --phases=1,2 \\
       --dtypes=bfloat16 --xla=true                              # the MFU goal rows
 
+Side by side with the Hugging Face peer on the same GPU (torch.compile, bf16 autocast, fused
+AdamW; ``bench/_torch_peer.py --device=cuda --compile``, run by an interpreter with torch),
+plus the per-kernel profile of each bert_tf row (``--profile``: the TensorFlow profiler's trace
+of one more host call, GPU kernel time per update by kind and the largest kernels):
+
+  .venv/bin/python bench/bench_pretraining_gpu.py --models=large --phases=1,2 --squad=false \\
+      --dtypes=bfloat16 --xla=true --profile --torch_python=/path/to/torchvenv/bin/python
+
 Check it runs (CPU, tiny config, a few seconds per row):
 
   .venv/bin/python bench/bench_pretraining_gpu.py --smoke
@@ -76,6 +84,13 @@ def define_flags():
                     "loop, 1 loop, short sequences: checks that everything runs.")
   flags.DEFINE_bool("in_process", False, "Run the rows in this process (smoke tests).")
   flags.DEFINE_string("output_json", None, "Write every result here too.")
+  flags.DEFINE_bool("profile", False, "After timing, trace one more host call with the "
+                    "TensorFlow profiler and print its top GPU kernels per update, grouped by "
+                    "kind (GEMM, attention, transpose, reduce, elementwise, non-XLA).")
+  flags.DEFINE_integer("profile_top", 30, "Kernels listed in the --profile table.")
+  flags.DEFINE_string("torch_python", None, "An interpreter with torch (CUDA) and transformers: "
+                      "also run the Hugging Face peer (bench/_torch_peer.py --device=cuda "
+                      "--compile) on every pretraining row and print the side-by-side table.")
   flags.DEFINE_string("worker", None, "Internal: one row as JSON; prints a RESULT line.")
 
 
@@ -85,11 +100,12 @@ FLAGS = flags.FLAGS
 # === One measurement ===
 
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
-                num_predictions=None):
+                num_predictions=None, profile=False, profile_top=30):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
-  phase's (for --smoke).
+  phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
+  ``kernel_profile``) to the result.
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -158,7 +174,93 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   }
   if tf.config.list_physical_devices("GPU"):
     result["peak_gpu_memory_gb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 1e9
+  if profile:
+    logdir = tempfile.mkdtemp(prefix="bench_profile_")
+    tf.profiler.experimental.start(logdir)
+    train_loop(iterator, n).numpy()
+    tf.profiler.experimental.stop()
+    result["profile"] = kernel_profile(logdir, steps_per_loop, profile_top)
   return result
+
+
+# === --profile: the device kernels of one traced host call ===
+
+KINDS = ("GEMM", "attention", "transpose", "reduce", "elementwise", "non-XLA")
+
+
+def kernel_kind(name):
+  """The kind of a GPU kernel by its name: XLA names its fusions after their roots
+  (``input_transpose_fusion``, ``input_reduce_fusion``, ``loop_add_fusion``,
+  ``gemm_fusion_dot``); cuBLAS/cuDNN kernels are GEMMs (``nvjet``, ``cutlass``, ``gemm``) or
+  fused attention (``fmha``, ``sdpa``, ``flash``); TensorFlow's own kernels (Eigen, cub,
+  ``tensorflow::``) ran outside XLA."""
+  low = name.lower()
+  if any(k in low for k in ("fmha", "sdpa", "flash")):
+    return "attention"
+  if any(k in name for k in ("Eigen::", "tensorflow::", "cub::", "BlockReduceKernel",
+                             "DeviceReduce", "functor::")):
+    return "non-XLA"
+  if any(k in low for k in ("gemm", "nvjet", "cutlass", "cublas", "matmul", "xmma", "wgmma",
+                            "_dot")):
+    return "GEMM"
+  if "transpose" in low:
+    return "transpose"
+  if "reduce" in low or "reduction" in low:
+    return "reduce"
+  return "elementwise"
+
+
+def kernel_profile(logdir, updates, top=30):
+  """Reads the ``*.xplane.pb`` the profiler wrote under ``logdir``: GPU kernel time per update.
+
+  Returns {"updates", "total_ms", "by_kind": {kind: ms per update}, "kernels": [[ms per
+  update, launches per update, kind, name], ...] (largest first, ``top`` of them)}.
+  """
+  import glob  # pylint: disable=import-outside-toplevel
+  import collections  # pylint: disable=import-outside-toplevel
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E501 pylint: disable=import-outside-toplevel
+
+  time_ps, launches = collections.Counter(), collections.Counter()
+  for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+      space.ParseFromString(f.read())
+    for plane in space.planes:
+      if not plane.name.startswith("/device:GPU"):
+        continue
+      names = {i: m.name for i, m in plane.event_metadata.items()}
+      for line in plane.lines:
+        # One timeline per CUDA stream; the derived lines (XLA ops, TF ops, steps) repeat the
+        # same time under other names.
+        if not line.name.startswith("Stream"):
+          continue
+        for event in line.events:
+          name = names.get(event.metadata_id, "?")
+          time_ps[name] += event.duration_ps
+          launches[name] += 1
+  by_kind = collections.Counter()
+  for name, ps in time_ps.items():
+    by_kind[kernel_kind(name)] += ps / 1e9 / updates
+  kernels = [[ps / 1e9 / updates, launches[name] / updates, kernel_kind(name), name]
+             for name, ps in time_ps.most_common(top)]
+  return {"updates": updates, "total_ms": sum(time_ps.values()) / 1e9 / updates,
+          "by_kind": {k: by_kind.get(k, 0.0) for k in KINDS}, "kernels": kernels}
+
+
+def profile_tables(profile):
+  """Markdown: GPU kernel time per update by kind, then the largest kernels."""
+  total = profile["total_ms"]
+  if not total:
+    return "no GPU kernels in the trace (no GPU, or the profiler saw none)"
+  lines = ["| kind | ms/update | share |", "|---|---:|---:|"]
+  for kind in KINDS:
+    ms = profile["by_kind"][kind]
+    lines.append(f"| {kind} | {ms:.2f} | {100 * ms / total:.0f}% |")
+  lines.append(f"| **total** | {total:.2f} | 100% |")
+  lines += ["", "| ms/update | launches/update | kind | kernel |", "|---:|---:|---|---|"]
+  for ms, count, kind, name in profile["kernels"]:
+    lines.append(f"| {ms:.2f} | {count:g} | {kind} | `{name[:90]}` |")
+  return "\n".join(lines)
 
 
 def device_description():
@@ -219,6 +321,8 @@ def _run_subprocess(row):
 
 def run_row(row):
   """One row, halving the batch on out-of-memory up to ``--oom_retries`` times."""
+  if FLAGS.profile:
+    row = dict(row, profile=True, profile_top=FLAGS.profile_top)
   for _ in range(FLAGS.oom_retries + 1):
     result = measure_row(**row) if FLAGS.in_process else _run_subprocess(row)
     if not result.get("oom") or row["batch_size"] == 1:
@@ -256,6 +360,55 @@ def table(results):
   return "\n".join(lines)
 
 
+def run_torch_peer(result):
+  """The Hugging Face peer on the same GPU, shapes and batch as a bert_tf pretraining
+  ``result`` (torch.compile, bf16 autocast when the row is bfloat16): a result dict with
+  ``sequences_per_second`` and ``mfu`` computed as bert_tf's."""
+  from bert_tf import flops  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  cmd = [FLAGS.torch_python, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          "_torch_peer.py"),
+         "--device=cuda", "--compile", "--mode=train", f"--config={result['model']}",
+         f"--batch_size={result['batch_size']}", f"--seq_length={result['seq_length']}",
+         f"--num_predictions={result['num_predictions']}", f"--dtype={result['dtype']}",
+         f"--min_repeats={FLAGS.loops * FLAGS.steps_per_loop}",
+         f"--max_repeats={FLAGS.loops * FLAGS.steps_per_loop}"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith(_harness.RESULT_PREFIX)]
+  if not lines:
+    return {"failed": True, "error": "\n".join((proc.stderr or proc.stdout).splitlines()[-8:])}
+  peer = json.loads(lines[-1][len(_harness.RESULT_PREFIX):])
+  config = BertConfig.from_dict(_harness.config_dict(result["model"]))
+  flops_per_sequence = flops.train_flops_per_sequence(config, result["seq_length"],
+                                                      result["num_predictions"])
+  peer["sequences_per_second"] = result["batch_size"] / peer["median_s"]
+  peer["mfu"] = (flops.mfu(flops_per_sequence, peer["sequences_per_second"],
+                           result["peak_flops"]) if result.get("peak_flops") else None)
+  return peer
+
+
+def side_by_side(pairs):
+  """Markdown: bert_tf against the PyTorch peer, row by row."""
+  lines = ["| model | task | dtype | XLA | batch | bert_tf seq/s | MFU | GB | "
+           "HF torch.compile seq/s | MFU | GB | bert_tf / peer |",
+           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+  def pct(x):
+    return f"{100 * x:.1f}%" if x is not None else "n/a"
+  for r, p in pairs:
+    if r.get("failed") or r.get("oom") or p.get("failed"):
+      lines.append(f"| {r['model']} | {r['task']} | {r['dtype']} | {r['xla']} | "
+                   f"{r['batch_size']} | failed | | | failed | | | |")
+      continue
+    lines.append(
+        f"| {r['model']} | {r['task']} | {r['dtype']} | {'yes' if r['xla'] else 'no'} | "
+        f"{r['batch_size']} | {r['sequences_per_second']:,.0f} | {pct(r.get('mfu'))} | "
+        f"{r.get('peak_gpu_memory_gb', float('nan')):.1f} | "
+        f"{p['sequences_per_second']:,.0f} | {pct(p.get('mfu'))} | "
+        f"{p.get('peak_gpu_memory_gb', float('nan')):.1f} | "
+        f"{r['sequences_per_second'] / p['sequences_per_second']:.2f}x |")
+  return "\n".join(lines)
+
+
 def _nvidia_smi():
   try:
     return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
@@ -273,13 +426,23 @@ def run_driver():
             "cuda_build": tf.sysconfig.get_build_info().get("cuda_version"),
             "cudnn_build": tf.sysconfig.get_build_info().get("cudnn_version")}
   print(json.dumps(header), flush=True)
-  results = []
+  results, pairs = [], []
   for row in _rows():
     result = run_row(row)
     results.append(result)
     print(_format(result), flush=True)
+    if result.get("profile"):
+      print(profile_tables(result["profile"]), flush=True)
+    if (FLAGS.torch_python and result["task"] != "squad" and not result.get("failed")
+        and not result.get("oom")):
+      peer = run_torch_peer(result)
+      result["torch_peer"] = peer
+      pairs.append((result, peer))
   print()
   print(table(results))
+  if pairs:
+    print()
+    print(side_by_side(pairs))
   if FLAGS.output_json:
     from bert_tf import fileio  # pylint: disable=import-outside-toplevel
     with fileio.atomic_write(FLAGS.output_json) as f:

@@ -153,7 +153,13 @@ class _BertOptimizer(keras.optimizers.Optimizer):
 
   ``fused_update``: compute each variable's new (param, m, v) in one XLA-compiled function
   (one pass over memory instead of about fifteen elementwise ops, each a pass of its own),
-  which also assigns them in place unless the variables are mirrored.
+  which also assigns them in place unless the variables are mirrored. With
+  ``fuse_all_variables`` too, the whole update (learning rate, global norm and clipping,
+  every variable's step, assigned in place) is ONE XLA function: no TensorFlow kernels between
+  XLA computations, which is what a GPU wants; on CPU it is slower (BENCHMARKS.md: XLA's CPU
+  backend runs the one computation's many small loops one after another, where the
+  per-variable computations run in parallel), so the training loop sets it only with a GPU
+  or TPU.
   The training loop turns it on with ``jit_compile``. XLA may contract multiply-adds, so the
   numbers then agree with the original's to float32 rounding, not to the bit.
   """
@@ -177,8 +183,12 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     self.epsilon = epsilon
     self._weight_decay_exclusions = list(exclude_from_weight_decay or [])
     self.fused_update = bool(fused_update)
+    # With fused_update: all variables in ONE XLA function rather than one per variable (the
+    # training loop sets it where that pays: with a GPU or TPU).
+    self.fuse_all_variables = False
     self._fused_new_values = None
     self._fused_assign = None
+    self._fused_apply_all = None
 
   # === Variables ===
 
@@ -229,17 +239,55 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     tf_variables = [_tf_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, tf_variables)))
     grads = [g for g, _ in grads_and_vars]
+    if (self.fused_update and self.fuse_all_variables
+        and not self._has_distributed_values(tf_variables)):
+      # The whole update (learning rate, global norm, clipping, every variable's new
+      # param/m/v, assigned in place) as ONE XLA computation: no TensorFlow kernels (the
+      # norm's L2Loss per variable, the schedule) between XLA computations, one launch
+      # sequence instead of one computation per variable shape.
+      if self._fused_apply_all is None:
+        self._fused_apply_all = tf.function(self._apply_all, jit_compile=True)
+      indices = [self._get_variable_index(v) for v in trainable_variables]
+      slots = [(_tf_variable(self._m[i]), _tf_variable(self._v[i])) for i in indices]
+      self._fused_apply_all(tf_variables, slots, grads, tuple(indices))
+      return
     clip_scale = None
     if self.fused_update and self.global_clipnorm and self.global_clipnorm > 0:
-      # tf.clip_by_global_norm's scale, applied inside each variable's fused update.
-      norm = tf.linalg.global_norm(grads)
-      clip_scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
-      clip_scale += norm - norm  # NaN when the norm is not finite, as the original
+      clip_scale = self._clip_scale(grads)
     else:
       grads = self._clip_gradients(grads)
     tf.__internal__.distribute.interim.maybe_merge_call(
         self._distributed_update, self._distribution_strategy,
         list(zip(grads, tf_variables)), self.learning_rate, clip_scale)
+
+  @staticmethod
+  def _has_distributed_values(tf_variables):
+    return any(isinstance(x, tf.distribute.DistributedValues) for x in tf_variables)
+
+  def _clip_scale(self, grads):
+    """tf.clip_by_global_norm's factor (applied inside the fused updates): clip * min(1/norm,
+    1/clip), NaN when the norm is not finite, as the original."""
+    norm = tf.linalg.global_norm(grads)
+    clip_scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
+    return clip_scale + (norm - norm)
+
+  def _apply_all(self, params, slots, grads, indices):
+    """Every variable's update in one function (XLA-compiled by the caller): ``params``
+    tf.Variables, ``slots`` their (m, v), ``grads`` their gradients (tensors or
+    IndexedSlices), ``indices`` (Python ints) the optimizer's index of each variable."""
+    clip_scale = None
+    if self.global_clipnorm and self.global_clipnorm > 0:
+      clip_scale = self._clip_scale(grads)
+    learning_rate = self.learning_rate
+    for param, (m, v), grad, index in zip(params, slots, grads, indices):
+      dtype = param.dtype
+      # After the norm (which, like the original's, counts an IndexedSlices' rows before
+      # duplicates are summed): the original multiplies IndexedSlices by constants, which
+      # densifies them, so every row of m and v decays each step.
+      self._assign_new_values(
+          param, m, v, tf.cast(tf.convert_to_tensor(grad), dtype), tf.cast(learning_rate, dtype),
+          None if clip_scale is None else tf.cast(clip_scale, dtype),
+          self._use_decay[index], self._adapts(index))
 
   def _distributed_update(self, distribution, grads_and_vars, learning_rate, clip_scale):
     def update_var(var, grad, learning_rate, clip_scale):

@@ -44,3 +44,38 @@ def test_measure_row_runs_the_trainer(task):
   else:
     assert result["mfu"] == pytest.approx(
         expected * result["sequences_per_second"] / result["peak_flops"])
+
+
+def test_kernel_profile_table_from_a_trace(tmp_path):
+  """--profile reads the profiler's XSpace: per-update GPU kernel time by kind and by kernel,
+  from the CUDA stream lines only (the derived lines repeat the same time)."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+  bench = _load_bench()
+  space = xplane_pb2.XSpace()
+  gpu = space.planes.add(name="/device:GPU:0")
+  kernels = {1: "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 2: "input_transpose_fusion_387",
+             3: "input_reduce_fusion_254", 4: "loop_add_subtract_fusion",
+             5: "void cub::DeviceReduceKernel<squareHalf>",
+             6: "cudnn_generated_fort_native_sdpa_sm90_flash_fprop"}
+  for i, name in kernels.items():
+    gpu.event_metadata[i].name = name
+  stream = gpu.lines.add(name="Stream #13(Compute)")
+  # (kernel, microseconds) over 2 updates.
+  for kernel, us in [(1, 300), (1, 300), (2, 200), (3, 100), (4, 50), (5, 30), (6, 20)]:
+    stream.events.add(metadata_id=kernel, duration_ps=us * 1_000_000)
+  derived = gpu.lines.add(name="XLA Ops")
+  derived.events.add(metadata_id=1, duration_ps=10**12)
+  space.planes.add(name="/host:CPU").lines.add(name="TF ops").events.add(duration_ps=10**12)
+  (tmp_path / "plugins" / "profile" / "run").mkdir(parents=True)
+  (tmp_path / "plugins" / "profile" / "run" / "host.xplane.pb").write_bytes(
+      space.SerializeToString())
+
+  profile = bench.kernel_profile(str(tmp_path), updates=2, top=3)
+  assert profile["total_ms"] == pytest.approx(1.0 / 2 * 1.0)  # 1000 us over 2 updates
+  assert profile["by_kind"] == pytest.approx({
+      "GEMM": 0.3, "attention": 0.01, "transpose": 0.1, "reduce": 0.05, "elementwise": 0.025,
+      "non-XLA": 0.015})
+  assert profile["kernels"][0] == [pytest.approx(0.3), 1.0, "GEMM", kernels[1]]
+  assert [k[3] for k in profile["kernels"]] == [kernels[1], kernels[2], kernels[3]]
+  table = bench.profile_tables(profile)
+  assert "| transpose | 0.10 | 20% |" in table

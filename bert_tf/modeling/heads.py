@@ -32,8 +32,13 @@ def _matmul_transposed(x, weights):
   return tf.reshape(flat, out_shape)
 
 
-def vocab_logits(x, embedding_table):
+def vocab_logits(x, embedding_table, vocab_major=True):
   """``x [M,H]`` times the ``[V,H]`` table transposed -> ``[M,V]``: the MLM output layer.
+
+  ``vocab_major=False``: the plain ``x table^T`` product. Under XLA the ``vocab_major`` form
+  costs layout copies of the ``[M,V]`` logits and of their gradient (four transposes of
+  ``[B*P,V]`` per step, the largest of the HLO census); ``set_vocab_logits_layout`` picks the
+  plain form for ``jit_compile``.
 
   The forward product is computed as ``(table x^T)^T``: with the vocabulary as the rows of
   the left operand, CPU matmul kernels run several times faster for the few hundred rows of
@@ -43,6 +48,8 @@ def vocab_logits(x, embedding_table):
   """
   x = tf.convert_to_tensor(x)
   embedding_table = tf.convert_to_tensor(embedding_table)
+  if not vocab_major:
+    return tf.matmul(x, embedding_table, transpose_b=True)  # [M,V]
 
   @tf.custom_gradient
   def logits_fn(x, table):
@@ -55,6 +62,15 @@ def vocab_logits(x, embedding_table):
     return logits, grad
 
   return logits_fn(x, embedding_table)
+
+
+def set_vocab_logits_layout(model, vocab_major):
+  """Sets how every ``MaskedLMHead`` in ``model`` computes its logits (``vocab_logits``'s
+  ``vocab_major``); call it before the model's training function is traced. The numbers are
+  the same products either way."""
+  for layer in model._flatten_layers(include_self=True, recursive=True):  # pylint: disable=protected-access
+    if isinstance(layer, MaskedLMHead):
+      layer.vocab_major_logits = bool(vocab_major)
 
 
 class _HeadLayer(bert_layers._ConfigLayer):  # pylint: disable=protected-access
@@ -88,6 +104,8 @@ class MaskedLMHead(_HeadLayer):
       self.transform_layer_norm = bert_layers.layer_norm(c)
       self.transform_layer_norm.build((None, None, c.hidden_size))
     self.output_bias = self._output_bias(c.vocab_size)
+    # The CPU-fast vocab-major product (see vocab_logits); set_vocab_logits_layout changes it.
+    self.vocab_major_logits = True
     self.built = True
 
   def call(self, sequence_output, masked_lm_positions, embedding_table):
@@ -96,7 +114,8 @@ class MaskedLMHead(_HeadLayer):
     dtype = self.compute_dtype
     batch, num_masked = tf.shape(x)[0], tf.shape(x)[1]
     logits = vocab_logits(tf.reshape(tf.cast(x, dtype), [-1, self.config.hidden_size]),
-                          tf.cast(embedding_table, dtype))  # [B*P,V]
+                          tf.cast(embedding_table, dtype),
+                          vocab_major=self.vocab_major_logits)  # [B*P,V]
     logits = tf.reshape(logits, [batch, num_masked, self.config.vocab_size])  # [B,P,V]
     return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
 

@@ -233,9 +233,40 @@ class BertEmbeddings(_ConfigLayer):
     return self.dropout(output, training=training)
 
 
+def softmax_to(logits, dtype):
+  """Softmax over the last axis computed in float32 (max and sum), returned in ``dtype``.
+
+  For a 16-bit ``dtype`` the gradient is computed from the rounded probabilities it returned
+  (``p * (dp - sum(dp * p))`` in float32): the backward pass keeps the ``[B,N,S,S]``
+  probabilities in 16 bits instead of a float32 copy. Float32 is ``tf.nn.softmax``.
+  """
+  logits = tf.cast(logits, tf.float32)
+  if tf.as_dtype(dtype) == tf.float32:
+    return tf.nn.softmax(logits, axis=-1)
+
+  @tf.custom_gradient
+  def fn(x):
+    probs = tf.cast(tf.nn.softmax(x, axis=-1), dtype)
+
+    def grad(d_probs):
+      p = tf.cast(probs, tf.float32)
+      d = tf.cast(d_probs, tf.float32)
+      return p * (d - tf.reduce_sum(d * p, axis=-1, keepdims=True))
+
+    return probs, grad
+
+  return fn(logits)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertSelfAttention(_ConfigLayer):
   """Multi-head self-attention: ``query``, ``key``, ``value`` dense layers ([H,H] kernels).
+
+  Computed as one ``[B*S,H] x [H,3H]`` product over the three kernels side by side and one
+  transpose to head-major ``[3,B,N,S,D]``; the attention products then have their batch
+  dimensions (B,N) leading, which is what XLA's GEMMs need without further layout copies
+  (``bench/hlo_census.py``). Each output column is the same dot product over H as the three
+  separate layers', so the numbers are the original's.
 
   Call: ``(x [B,S,H], attention_adder [B,1,1,S] float32)`` ->
   ``(context [B,S,H], attention_probs [B,N,S,S] float32)``.
@@ -250,28 +281,34 @@ class BertSelfAttention(_ConfigLayer):
     with scoped(self.name):
       for layer in (self.query, self.key, self.value):
         layer.build((None, None, c.hidden_size))
-    self.dropout = Dropout(c.attention_probs_dropout_prob)
+    # In the compute dtype: the probabilities stay 16-bit under mixed precision.
+    self.dropout = Dropout(c.attention_probs_dropout_prob, dtype=self.dtype_policy)
     self.built = True
-
-  def _split_heads(self, x):
-    c = self.config
-    batch, seq = tf.shape(x)[0], x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
-    return tf.reshape(x, [batch, seq, c.num_attention_heads, c.head_size])  # [B,S,N,D]
 
   def call(self, x, attention_adder, training=None):
     c = self.config
-    q = self._split_heads(self.query(x))  # [B,F,N,D]
-    k = self._split_heads(self.key(x))  # [B,T,N,D]
-    v = self._split_heads(self.value(x))  # [B,T,N,D]
-    scores = tf.einsum("BTND,BFND->BNFT", k, q)  # [B,N,F,T]
-    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
-    scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
-    probs = tf.nn.softmax(scores, axis=-1)  # [B,N,F,T] float32
-    dropped = self.dropout(probs, training=training)
-    context = tf.einsum("BNFT,BTND->BFND", tf.cast(dropped, v.dtype), v)  # [B,F,N,D]
+    dtype = self.compute_dtype
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
-    return tf.reshape(context, [batch, seq, c.hidden_size]), probs
+    # One [B*S,H] x [H,3H] product over a view of the three [H,H] kernels (the variables stay
+    # Google's query/key/value), then one transpose to head-major [3,B,N,S,D]: the layout
+    # whose batch dimensions (B,N) lead, as the attention GEMMs need.
+    kernel = tf.concat([tf.cast(layer.kernel, dtype)
+                        for layer in (self.query, self.key, self.value)], axis=1)  # [H,3H]
+    bias = tf.concat([tf.cast(layer.bias, dtype)
+                      for layer in (self.query, self.key, self.value)], axis=0)  # [3H]
+    flat = tf.reshape(tf.cast(x, dtype), [-1, c.hidden_size])  # [B*S,H]
+    qkv = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S,3H]
+    qkv = tf.reshape(qkv, [batch, seq, 3, c.num_attention_heads, c.head_size])  # [B,S,3,N,D]
+    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3,B,N,S,D]
+    q, k, v = qkv[0], qkv[1], qkv[2]  # [B,N,S,D] each
+    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
+    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
+    scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
+    probs = softmax_to(scores, v.dtype)  # [B,N,F,T] in the compute dtype
+    dropped = self.dropout(probs, training=training)
+    context = tf.einsum("BNFT,BNTD->BFND", dropped, v)  # [B,F,N,D]
+    return tf.reshape(context, [batch, seq, c.hidden_size]), tf.cast(probs, tf.float32)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

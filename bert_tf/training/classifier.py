@@ -220,7 +220,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                    learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=1000,
-                   gradient_accumulation_steps=1, dtype="float32", jit_compile=False,
+                   gradient_accumulation_steps=1, dtype="float32", jit_compile=None,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
                    export_dir=None, progress=None):

@@ -120,7 +120,9 @@ def define_loop_flags(flag_values=FLAGS):
       "Compute dtype: float32, bfloat16 (TPU) or float16 (GPU, dynamic loss scaling). "
       "Variables stay float32.", flag_values=fv)
   flags.DEFINE_bool(
-      "jit_compile", False, "Compile the train step with XLA on GPU/CPU (always on TPU).",
+      "jit_compile", None,
+      "Compile the train step with XLA. Unset: on with a GPU or TPU, off on CPU "
+      "(training.loop.resolve_jit_compile); --jit_compile / --nojit_compile decide.",
       flag_values=fv)
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,

@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 
 
@@ -46,7 +47,8 @@ class LoopConfig:
   save_checkpoints_steps: int = 1000
   keep_checkpoint_max: int = 5
   gradient_accumulation_steps: int = 1
-  jit_compile: bool = False
+  # True/False, or None: XLA where it pays (resolve_jit_compile).
+  jit_compile: bool = None
   # For the progress line: examples in one update (global batch) and tokens per example.
   global_batch_size: int = None
   seq_length: int = None
@@ -72,6 +74,18 @@ def total_loss(task, outputs, features, denominators):
   return tf.add_n([numerators[k] / denominators[k] for k in sorted(numerators)])
 
 
+def resolve_jit_compile(jit_compile, strategy=None):
+  """``jit_compile`` as given, or for None whether to XLA-compile the train step here: yes
+  with a GPU or a TPU (about 4x the non-XLA step on an H100, BENCHMARKS.md); no on CPU, where
+  XLA's step is faster too but a plain CPU run keeps the original's optimizer arithmetic bit
+  for bit and Philox dropout masks, with no compile on its first call."""
+  if jit_compile is not None:
+    return bool(jit_compile)
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return True
+  return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 class Trainer:
   """Builds the distributed train step for ``model``/``optimizer`` and runs it.
 
@@ -83,10 +97,15 @@ class Trainer:
     self.task = task
     self.model = model
     self.optimizer = optimizer
-    self.config = config
+    self.config = dataclasses.replace(
+        config, jit_compile=resolve_jit_compile(config.jit_compile, strategy))
     with strategy.scope():
       optimizer.build(model.trainable_variables)
     self._train_loop = None
+    self._compiled_update = None
+    # Forward, backward and optimizer as one XLA computation (see _whole_update_compiles);
+    # None: where it pays. Set before build_train_loop.
+    self.whole_update = None
 
   # === One update on one replica ===
 
@@ -109,6 +128,8 @@ class Trainer:
                     for k, v in denominators.items()}
     gradients_fn = self._compiled_gradients
     k = self.config.gradient_accumulation_steps
+    if k == 1 and self._compiled_update is not None:
+      return self._compiled_update(features, denominators)
     if k == 1:
       loss, grads = gradients_fn(features, denominators)
     else:
@@ -123,10 +144,40 @@ class Trainer:
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
     return loss  # this replica's share of the global-batch loss
 
+  def _update(self, features, denominators):
+    """Loss, gradients and the optimizer's update of one batch (one XLA computation)."""
+    loss, grads = self._gradients(features, denominators)
+    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    return loss
+
+  def _whole_update_compiles(self):
+    """Whether one XLA computation holds the whole update: ``whole_update`` (None: with a GPU
+    or TPU; on CPU XLA runs one big update computation slower than per-variable ones),
+    jit_compile, one replica (no cross-replica all-reduce or mirrored variables to leave XLA
+    for), no gradient accumulation, and bert_tf's own optimizer with its fused update (not
+    the float16 loss-scale wrapper, whose skip-on-overflow logic stays in TensorFlow), on
+    variables that are not mirrored (a one-device MirroredStrategy's updates go through merge
+    calls)."""
+    whole_update = self.whole_update
+    if whole_update is None:
+      whole_update = bool(tf.config.list_logical_devices("GPU"))
+    return (whole_update and bool(self.config.jit_compile)
+            and self.strategy.num_replicas_in_sync == 1
+            and self.config.gradient_accumulation_steps == 1
+            and hasattr(self.optimizer, "fused_update")
+            and not isinstance(self.strategy, tf.distribute.TPUStrategy)
+            and not any(isinstance(getattr(v, "value", v), tf.distribute.DistributedValues)
+                        for v in self.model.trainable_variables))
+
   def build_train_loop(self):
     """A tf.function running ``n`` updates in-graph: ``loop(iterator, n) -> mean loss``."""
     self._compiled_gradients = tf.function(self._gradients,
                                            jit_compile=bool(self.config.jit_compile))
+    self._compiled_update = None
+    if self._whole_update_compiles():
+      # Forward, backward, global norm, clipping and the optimizer step as one XLA module.
+      self.optimizer.fuse_all_variables = True
+      self._compiled_update = tf.function(self._update, jit_compile=True)
     if self.config.jit_compile:
       # The update of each variable as one XLA computation too (bert_tf's optimizers).
       inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
@@ -134,6 +185,8 @@ class Trainer:
         inner.fused_update = True
       # Dropout masks from an integer hash XLA fuses, not its slow Philox expansion.
       layers.set_dropout_rng(self.model, "hash")
+      # MLM logits as the plain x E^T product: no [B*P,V] layout copies under XLA.
+      heads.set_vocab_logits_layout(self.model, vocab_major=False)
     strategy = self.strategy
 
     @tf.function

@@ -93,7 +93,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                     learning_rate=5e-5, num_train_steps=100000, num_warmup_steps=10000,
                     save_checkpoints_steps=1000, keep_checkpoint_max=5, max_eval_steps=100,
                     steps_per_loop=1000, gradient_accumulation_steps=1, dtype="float32",
-                    jit_compile=False, optimizer_kwargs=None, use_next_sentence=True,
+                    jit_compile=None, optimizer_kwargs=None, use_next_sentence=True,
                     dynamic_masking=None, seed=None, export_google_checkpoint=True,
                     peak_flops=None, progress=None):
   """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.

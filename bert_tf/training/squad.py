@@ -262,7 +262,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               do_eval=False, train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
               num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
               keep_checkpoint_max=5, steps_per_loop=1000, gradient_accumulation_steps=1,
-              dtype="float32", jit_compile=False, optimizer_kwargs=None, n_best_size=20,
+              dtype="float32", jit_compile=None, optimizer_kwargs=None, n_best_size=20,
               max_answer_length=30, verbose_logging=False, version_2_with_negative=False,
               null_score_diff_threshold=0.0, seed=None, export_google_checkpoint=True,
               export_dir=None, progress=None):

@@ -148,3 +148,18 @@ def test_dynamic_masking_follows_the_rule(records):
   assert abs(kinds["mask"] / total - 0.8) < 0.05
   assert abs(kinds["same"] / total - 0.1 - 0.1 / 50) < 0.04
   assert abs(kinds["random"] / total - 0.1) < 0.04
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_training_batches_have_static_shapes(records, dynamic):
+  """What a TPU needs (tpu_configs/README.md): every training feature fully static, batch
+  included (drop_remainder), masked positions padded to max_predictions_per_seq, also when
+  the masks are re-drawn on every read."""
+  _, files = records
+  options = dict(vocab_size=50, mask_id=MASK, special_ids=[CLS, SEP, 0], masked_lm_prob=0.15)
+  ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=True, seed=1,
+                                    dynamic_masking=options if dynamic else None)
+  shapes = {name: spec.shape.as_list() for name, spec in ds.element_spec.items()}
+  assert shapes == {"input_ids": [4, SEQ], "input_mask": [4, SEQ], "segment_ids": [4, SEQ],
+                    "masked_lm_positions": [4, PRED], "masked_lm_ids": [4, PRED],
+                    "masked_lm_weights": [4, PRED], "next_sentence_labels": [4, 1]}

@@ -6,11 +6,13 @@ import re
 from absl import flags
 import bert
 import pytest
+import tensorflow as tf
 
 from bert_tf import optimization
 from bert_tf.errors import BertTfError
 from bert_tf.training import distribution
 from bert_tf.training import flags as training_flags
+from bert_tf.training import loop
 
 # The TPU flags of Google's run_pretraining.py / run_classifier.py / run_squad.py.
 ORIGINAL_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master",
@@ -68,7 +70,17 @@ def test_new_command_line_and_defaults():
   assert training_flags.distribution_args(defaults) == distribution.DistributionArgs()
   assert training_flags.loop_kwargs(defaults) == {
       "steps_per_loop": 1000, "gradient_accumulation_steps": 1, "dtype": "float32",
-      "jit_compile": False}
+      "jit_compile": None}
+  assert training_flags.loop_kwargs(_parsed(["--nojit_compile"]))["jit_compile"] is False
+
+
+def test_unset_jit_compile_means_xla_only_with_an_accelerator():
+  """Unset: XLA with a GPU/TPU, not on CPU; an explicit value always wins."""
+  has_accelerator = bool(tf.config.list_logical_devices("GPU")
+                         or tf.config.list_logical_devices("TPU"))
+  assert loop.resolve_jit_compile(None) is has_accelerator
+  assert loop.resolve_jit_compile(True) is True
+  assert loop.resolve_jit_compile(False) is False
 
 
 def test_alias_conflict_names_both_flags():

@@ -1,0 +1,335 @@
+"""HLO census of one training step: what XLA turns the BERT train step into, countable on CPU.
+
+Compiles the real training step (``training.loop.Trainer`` with ``PretrainingTask`` and
+Google's AdamWeightDecay, ``jit_compile=True``, one update per host call) with
+
+  XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_as_text"
+
+in a child process (XLA reads its flags once, at start), then reads the optimized HLO
+(``*after_optimizations.txt``) and counts, per encoder layer and in total:
+
+  transposes        ``transpose`` instructions (inside fusions too) and the bytes they move
+                    (output size; a layout copy reads and writes that much);
+  dots              ``dot`` instructions (GEMMs);
+  fusions           ``fusion`` instructions in the entry/loop computations;
+  f32 BNSS          float32 tensors of ``B*N*S*S`` elements (attention scores/probabilities
+                    and their gradients kept in float32);
+  modules           XLA modules compiled for the step (1 = the whole update in one computation);
+  TF ops outside    TensorFlow ops of the step's graph not inside an XLA cluster (counted on
+                    the traced step's graph: ops of the outer function that are not the
+                    compiled calls, the loop's own bookkeeping included).
+
+An instruction belongs to encoder layer i when its ``op_name`` metadata names ``layer_i/``
+(forward and gradient ops both carry it); the rest is "other" (embeddings, heads, loss,
+optimizer). The CPU backend keeps bf16 dots in float32, so dtypes are CPU's; shapes and
+transposes are what the GPU compile starts from too.
+
+Shape legend: B = batch, S = sequence length, N = heads, P = masked positions, V = vocab.
+
+Run (BERT-Base shapes cut to 2 layers, batch 8, seq 128, 20 masks, mixed_bfloat16; about a
+minute on 2 CPU cores):
+
+  .venv/bin/python bench/hlo_census.py
+  .venv/bin/python bench/hlo_census.py --layers=1 --hidden=64 --heads=2 --seq=32  # tiny
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "pred": 1,
+         "s8": 1, "u8": 1, "f64": 8}
+
+# `%name = f32[8,12,128,128]{3,2,1,0} transpose(...)`; tuple results are skipped.
+_INSTRUCTION = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]"
+    r"(?:\{[^}]*\})?\s+(?P<op>[\w\-]+)\(")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_LAYER = re.compile(r"/layer_(\d+)(?:_\d+)?/")
+_DEFINITION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+_OPERANDS = re.compile(r"\s[\w\-]+\(([^)]*)\)")
+_REF = re.compile(r"%([\w.\-]+)")
+_CALLS = re.compile(r"(?:calls|to_apply)=([%\w.\-, ]+?)(?:,\s*\w+=|$)")
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+
+
+def _elements(dims):
+  """Elements of a shape written ``8,128,768``."""
+  n = 1
+  for d in dims.split(","):
+    if d:
+      n *= int(d)
+  return n
+
+
+def _is_bnss(dims, bnss):
+  """Whether ``dims`` (ints) is a [B,N,S,S] tensor in some order, or [B*N,S,S]."""
+  b, n, s = bnss
+  return sorted(dims) in (sorted([b, n, s, s]), sorted([b * n, s, s]))
+
+
+def parse_hlo_text(text, bnss):
+  """Counts in one optimized HLO module's text: {layer key: Counter}.
+
+  ``bnss``: (B, N, S). Keys are ``"layer_0"``, ``"layer_1"``, ... and ``"other"``; each
+  Counter has ``transposes``, ``transpose_bytes``, ``bnss_transposes`` (those of [B,N,S,S]
+  tensors), ``dots``, ``fusions`` and ``f32_bnss``
+  (float32 results of shape [B,N,S,S] in any order, or [B*N,S,S], that are materialized:
+  outside fused computations). An instruction without
+  ``op_name`` metadata takes that of an operand (one naming a layer first), and inside fused
+  computations that of the fusion that calls its computation. A transpose inside a fusion
+  counts the bytes the fusion writes when they are fewer than its own (transpose then slice).
+  """
+  # Pass 1: each instruction's op_name, or (none in its metadata) its first operand's that
+  # has one; then the op_name of the fusion (or call) that uses each computation.
+  resolved, caller_op, fused, root_elements = {}, {}, set(), {}
+  computation = None
+  for line in text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group(1)
+      continue
+    match = _DEFINITION.match(line)
+    if not match:
+      continue
+    op_name = _OP_NAME.search(line)
+    if op_name:
+      resolved[match.group(1)] = op_name.group(1)
+    else:
+      operands = _OPERANDS.search(line)
+      names = [resolved[r] for r in (_REF.findall(operands.group(1)) if operands else ())
+               if resolved.get(r)]
+      layered = [n for n in names if _LAYER.search(n)]
+      if layered or names:
+        resolved[match.group(1)] = (layered or names)[0]
+    instruction = _INSTRUCTION.match(line)
+    if instruction and line.lstrip().startswith("ROOT") and computation is not None:
+      root_elements[computation] = _elements(instruction.group("dims"))
+    calls = _CALLS.search(line)
+    if calls:
+      for callee in calls.group(1).split(","):
+        callee = callee.strip().lstrip("%")
+        if " fusion(" in line:
+          fused.add(callee)
+        if resolved.get(match.group(1)):
+          caller_op.setdefault(callee, resolved[match.group(1)])
+  counts = collections.defaultdict(collections.Counter)
+  computation = None
+  for line in text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group(1)
+      continue
+    match = _INSTRUCTION.match(line)
+    if not match:
+      continue
+    op_name = resolved.get(match.group("name")) or caller_op.get(computation, "")
+    layer = _LAYER.search(op_name)
+    key = f"layer_{layer.group(1)}" if layer else "other"
+    op, dtype = match.group("op"), match.group("dtype")
+    dims = [int(d) for d in match.group("dims").split(",") if d]
+    elements = 1
+    for d in dims:
+      elements *= d
+    c = counts[key]
+    if op == "transpose":
+      c["transposes"] += 1
+      # Inside a fusion, only what the fusion writes is moved (a transpose followed by a
+      # slice writes the slice).
+      if computation in fused:
+        elements = min(elements, root_elements.get(computation, elements))
+      c["transpose_bytes"] += elements * BYTES.get(dtype, 4)
+      if _is_bnss(dims, bnss):
+        c["bnss_transposes"] += 1
+    elif op == "dot":
+      c["dots"] += 1
+    elif op == "fusion":
+      c["fusions"] += 1
+    if (dtype == "f32" and computation not in fused and _is_bnss(dims, bnss)
+        and op not in ("parameter", "get-tuple-element", "bitcast")):
+      c["f32_bnss"] += 1
+  return counts
+
+
+def parse_dump(dump_dir, bnss):
+  """Census of every ``*after_optimizations.txt`` module in ``dump_dir``.
+
+  Returns {"modules": [module file names], "layers": {key: {count: n}}, "total": {count: n}}.
+  """
+  files = sorted(glob.glob(os.path.join(dump_dir, "*after_optimizations.txt")))
+  layers = collections.defaultdict(collections.Counter)
+  for path in files:
+    with open(path, encoding="utf-8") as f:
+      for key, counter in parse_hlo_text(f.read(), bnss).items():
+        layers[key].update(counter)
+  total = collections.Counter()
+  for counter in layers.values():
+    total.update(counter)
+  return {"modules": [os.path.basename(p) for p in files],
+          "layers": {k: dict(v) for k, v in sorted(layers.items())}, "total": dict(total)}
+
+
+def _count_non_xla_ops(concrete_fn):
+  """Ops in the traced step that run as TensorFlow kernels (not in an XLA computation).
+
+  Walks the step's graph and the functions it calls, stopping at functions compiled with
+  ``_XlaMustCompile`` (their bodies are XLA's). Returns {op type: count}.
+  """
+  graph_def = concrete_fn.graph.as_graph_def()
+  library = {f.signature.name: f for f in graph_def.library.function}
+  counts = collections.Counter()
+
+  def called(node_attr):
+    names = []
+    for key in ("f", "body", "cond", "then_branch", "else_branch"):
+      if key in node_attr and node_attr[key].func.name:
+        names.append(node_attr[key].func.name)
+    return names
+
+  def walk(nodes, seen):
+    for node in nodes:
+      if node.op in library:
+        fn = library[node.op]
+        if fn.attr.get("_XlaMustCompile") and fn.attr["_XlaMustCompile"].b:
+          continue
+        if node.op not in seen:
+          seen.add(node.op)
+          walk(fn.node_def, seen)
+        continue
+      names = called(node.attr)
+      compiled = [n for n in names if n in library and library[n].attr.get("_XlaMustCompile")
+                  and library[n].attr["_XlaMustCompile"].b]
+      if compiled and node.op in ("PartitionedCall", "StatefulPartitionedCall"):
+        continue
+      if node.op not in ("NoOp", "Identity", "Const", "Placeholder", "_Arg", "_Retval"):
+        counts[node.op] += 1
+      for name in names:
+        if name in library and name not in seen:
+          seen.add(name)
+          walk(library[name].node_def, seen)
+
+  walk(graph_def.node, set())
+  return dict(counts)
+
+
+def run_step(args):
+  """In the child: build the Trainer, run one update, print the non-XLA op count as JSON."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  sys.path.insert(0, _ROOT)
+  sys.path.insert(0, os.path.join(_ROOT, "bench"))
+  import keras  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  import _harness  # pylint: disable=import-outside-toplevel
+  from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.pretraining import PretrainingTask  # noqa: E501 pylint: disable=import-outside-toplevel
+
+  config_dict = dict(_harness.config_dict("base"), num_hidden_layers=args.layers,
+                     hidden_size=args.hidden, num_attention_heads=args.heads,
+                     intermediate_size=4 * args.hidden, vocab_size=args.vocab)
+  config = BertConfig.from_dict(config_dict)
+  batch = _harness.pretraining_batch(config_dict, args.batch, args.seq, args.predictions)
+  task = PretrainingTask(config)
+  keras.utils.set_random_seed(0)
+  strategy = tf.distribute.get_strategy()
+  with strategy.scope():
+    model = task.build_model(dtype=DTYPE_POLICIES[args.dtype])
+    optimizer = optimization.create_optimizer(1e-4, num_train_steps=100, num_warmup_steps=10)
+  trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+      model_dir=tempfile.mkdtemp(), num_train_steps=100, steps_per_loop=1, jit_compile=True))
+  # What a GPU compiles: the whole update in one XLA computation (the CPU default keeps the
+  # optimizer's per-variable computations, faster on CPU).
+  trainer.whole_update = True
+  train_loop = trainer.build_train_loop()
+  iterator = iter(strategy.distribute_datasets_from_function(
+      lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
+  n = tf.constant(1, tf.int32)
+  loss = float(train_loop(iterator, n).numpy())
+  concrete = train_loop.get_concrete_function(iterator, n)
+  print("CENSUS " + json.dumps({"loss": loss, "non_xla_ops": _count_non_xla_ops(concrete)}),
+        flush=True)
+
+
+def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, vocab=30522,
+           dtype="bfloat16", dump_dir=None, python=sys.executable):
+  """Compiles the step in a child process and returns its census (see ``parse_dump``), plus
+  ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments)."""
+  own_dir = dump_dir is None
+  dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+             XLA_FLAGS=f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text",
+             PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  cmd = [python, os.path.abspath(__file__), "--child", f"--layers={layers}",
+         f"--hidden={hidden}", f"--heads={heads}", f"--batch={batch}", f"--seq={seq}",
+         f"--predictions={predictions}", f"--vocab={vocab}", f"--dtype={dtype}"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith("CENSUS ")]
+  if proc.returncode or not lines:
+    raise RuntimeError(f"census child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+  child = json.loads(lines[-1][len("CENSUS "):])
+  result = parse_dump(dump_dir, (batch, heads, seq))
+  result.update(child, shape=dict(layers=layers, hidden=hidden, heads=heads, batch=batch,
+                                  seq=seq, predictions=predictions, vocab=vocab, dtype=dtype))
+  if own_dir:
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(dump_dir, ignore_errors=True)
+  return result
+
+
+COLUMNS = ("transposes", "transpose_bytes", "dots", "fusions", "f32_bnss")
+
+
+def table(result):
+  """Markdown table: one row per layer key and a total row."""
+  lines = ["| part | transposes | transpose MB | dots | fusions | f32 B·N·S·S tensors |",
+           "|---|---:|---:|---:|---:|---:|"]
+  rows = list(result["layers"].items()) + [("**total**", result["total"])]
+  for key, c in rows:
+    lines.append(f"| {key} | {c.get('transposes', 0)} | "
+                 f"{c.get('transpose_bytes', 0) / 1e6:.2f} | {c.get('dots', 0)} | "
+                 f"{c.get('fusions', 0)} | {c.get('f32_bnss', 0)} |")
+  non_xla = result.get("non_xla_ops", {})
+  lines.append("")
+  lines.append(f"XLA modules: {len(result['modules'])}; TensorFlow ops outside XLA in the "
+               f"step: {sum(non_xla.values())}")
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--layers", type=int, default=2)
+  parser.add_argument("--hidden", type=int, default=768)
+  parser.add_argument("--heads", type=int, default=12)
+  parser.add_argument("--batch", type=int, default=8)
+  parser.add_argument("--seq", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--vocab", type=int, default=30522)
+  parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
+  parser.add_argument("--dump_dir", default=None, help="Keep the HLO dump here.")
+  parser.add_argument("--json", action="store_true", help="Print the census as JSON too.")
+  parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.child:
+    run_step(args)
+    return
+  result = census(args.layers, args.hidden, args.heads, args.batch, args.seq,
+                  args.predictions, args.vocab, args.dtype, args.dump_dir)
+  print(table(result))
+  print("modules: " + ", ".join(result["modules"]))
+  print("non-XLA ops: " + json.dumps(result["non_xla_ops"], sort_keys=True))
+  if args.json:
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+  main()
