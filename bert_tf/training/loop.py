@@ -316,20 +316,17 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None):
 
 
 def latest_checkpoint(model_dir):
-  """The newest training checkpoint in ``model_dir`` whose index reads, or None.
+  """The newest training checkpoint in ``model_dir`` (named by the ``checkpoint`` state file
+  or found by its ``ckpt-N.index``), or None.
 
-  Not just the ``checkpoint`` state file's: a garbage state file or a damaged newest
-  checkpoint must not make an eval-only run silently use older (or initial) weights.
+  Not just the state file's: a garbage one must not make an eval-only run silently evaluate
+  initial weights. A damaged newest checkpoint is returned too: loading it is then a one-line
+  error, not a silent evaluation of older weights.
   """
   if not tf.io.gfile.isdir(model_dir):
     return None
-  for prefix in _checkpoint_candidates(model_dir)[0]:
-    try:
-      tf.train.load_checkpoint(prefix)
-      return prefix
-    except (tf.errors.OpError, ValueError, IndexError):
-      continue
-  return None
+  candidates = _checkpoint_candidates(model_dir)[0]
+  return candidates[0] if candidates else None
 
 
 # === Resuming: the newest readable checkpoint, never a silent restart ===
@@ -515,7 +512,7 @@ def restore_model(model, model_dir_or_checkpoint):
   """Restores just the model from a training checkpoint (e.g. for eval after training)."""
   path = model_dir_or_checkpoint
   if tf.io.gfile.isdir(path):
-    path = tf.train.latest_checkpoint(path)
+    path = latest_checkpoint(path)
     if path is None:
       raise BertTfError(f"no training checkpoint in {model_dir_or_checkpoint!r}")
   checkpoints.load_bert_tf_checkpoint(model, path)

@@ -108,9 +108,10 @@ def _copy(straight, tmp_path):
   return out
 
 
-def _truncate(path):
+def _truncate(path, size=None):
+  """Cuts a file to ``size`` bytes (default: half, which loses optimizer slots, not the model)."""
   with open(path, "r+b") as f:
-    f.truncate(os.path.getsize(path) // 2)
+    f.truncate(os.path.getsize(path) // 2 if size is None else size)
 
 
 def test_garbage_state_and_truncated_shard_fall_back_and_leftovers_are_cleaned(
@@ -172,6 +173,13 @@ def _error_cases(workdir, straight, tmp_path):  # noqa: F811
       f"{PROG}: error: --output_dir '{all_bad}': no readable checkpoint, all are damaged: "
       f"ckpt-6 ({reason}); ckpt-5 ({reason}); ckpt-4 ({reason}); move them away to start "
       "over")))
+  # Eval only, the newest checkpoint damaged: an error, not an evaluation of older weights.
+  eval_only = tmp_path / "eval_only"
+  shutil.copytree(straight, eval_only)
+  _truncate(eval_only / "ckpt-6.data-00000-of-00001", 1000)  # the model's variables too
+  cases.append((["--do_train=False"], eval_only, (
+      f"{PROG}: error: checkpoint '{eval_only}/ckpt-6' is unreadable (truncated or corrupt?): "
+      f"{reason}")))
   # Another bert_config over the same output_dir.
   other = tmp_path / "other"
   shutil.copytree(straight, other)
