@@ -20,6 +20,8 @@ same command resumes at the same step and learning rate; the input skips the bat
 consumed, so with a deterministic input (seeded shuffles) it resumes at the same place in the
 data too. Checkpoint files get new names (``ckpt-<step>``) and the ``checkpoint`` index is
 updated only after they are whole, so a kill mid-save leaves the previous checkpoint in use.
+A run resumes from the newest *readable* ``ckpt-N`` (``restore_newest_readable``): a garbage
+state file or a damaged checkpoint is a one-line warning, never a silent restart at step 0.
 """
 
 import dataclasses
