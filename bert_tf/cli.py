@@ -15,7 +15,8 @@ from bert_tf.errors import BertTfError
 
 
 def run(main):
-  """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1."""
+  """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
+  Ctrl-C as ``prog: interrupted`` and exit 130."""
 
   def _main(argv):
     try:
@@ -24,5 +25,10 @@ def run(main):
       prog = os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
       print(f"{prog}: error: {e}", file=sys.stderr)
       sys.exit(1)
+    except KeyboardInterrupt:
+      # Ctrl-C: no traceback. Outputs are written under temporary names, so none is half-written.
+      prog = os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
+      print(f"{prog}: interrupted", file=sys.stderr)
+      sys.exit(130)
 
   app.run(_main)

@@ -14,6 +14,8 @@ special ones; ``num_to_predict = min(P, max(1, round(len * masked_lm_prob)))`` p
 becomes [MASK] with probability 0.8, stays with 0.1, becomes a random vocab id with 0.1.
 """
 
+import re
+
 import tensorflow as tf
 
 from bert_tf.data import features as feature_spec
@@ -37,6 +39,52 @@ def expand_file_patterns(file_patterns):
 
 def _compression(files):
   return "GZIP" if all(f.endswith(".gz") for f in files) else None
+
+
+def _first_record(path, compression):
+  """The first serialized record of a TFRecord file, or None when it has none."""
+  try:
+    for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+      return record.numpy()
+  except tf.errors.OpError as e:
+    # TF's message without its "{{function_node ...}}" prefix and " [Op:...]" suffix.
+    first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", (e.message or "").strip().split("\n")[0])
+    raise BertTfError(f"{path}: not a readable TFRecord file"
+                      f"{' (GZIP)' if compression else ''}: {first}") from None
+  return None
+
+
+def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, compression=None):
+  """Host-side check before a pipeline is built, so that bad input is one line, not a hang.
+
+  Finds the first record of the first file that has one (usually one read) and checks it
+  against the feature spec. Raises ``BertTfError`` when no file has a record (a training
+  input of empty files would repeat nothing forever) or when the record lacks a feature or
+  holds another number of values (files written for another max_seq_length or
+  max_predictions_per_seq: TensorFlow's own error is a traceback from inside the pipeline).
+  Only the first record is checked: files of one run are written with one setting.
+  """
+  for path in files:
+    record = _first_record(path, compression)
+    if record is not None:
+      break
+  else:
+    names = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    raise BertTfError(f"no records in the input file(s): {names}")
+  example = tf.train.Example.FromString(record)
+  for name, (dtype, _) in feature_spec.PRETRAINING_FEATURES.items():
+    expected = feature_spec.feature_length(name, max_seq_length, max_predictions_per_seq)
+    if name not in example.features.feature:
+      raise BertTfError(f"{path}: the records have no feature {name!r} (not pretraining "
+                        "data?)")
+    feature = example.features.feature[name]
+    values = feature.float_list.value if dtype == "float32" else feature.int64_list.value
+    if len(values) != expected:
+      flag = {feature_spec.SEQ: "--max_seq_length", feature_spec.PRED:
+              "--max_predictions_per_seq"}.get(feature_spec.PRETRAINING_FEATURES[name][1])
+      raise BertTfError(f"{path}: feature {name} has {len(values)} values, expected "
+                        f"{expected}" + (f" ({flag} {expected}): the file was written for "
+                                         f"{flag} {len(values)}" if flag else ""))
 
 
 def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special_ids,
@@ -109,6 +157,7 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
   files = expand_file_patterns(file_patterns)
   spec = feature_spec.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
   compression = _compression(files)
+  check_pretraining_files(files, max_seq_length, max_predictions_per_seq, compression)
   if deterministic is None:
     deterministic = seed is not None
   options = tf.data.Options()

@@ -1,0 +1,251 @@
+"""run_pretraining.py under faults: killed runs, damaged checkpoints, foreign inputs, Ctrl-C.
+
+Each case runs the script (subprocess) and asserts the exact outcome: exit status, the one
+line it prints, the files in ``--output_dir`` and their digests. The reference is an
+uninterrupted run of the same command (tiny BERT, the Google-made TFRecords of
+``tests/training/test_run_pretraining.py``).
+"""
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+
+import pytest
+import tensorflow as tf
+
+# The module fixture ``workdir`` (TFRecords by Google's create_pretraining_data) and helpers.
+from tests.training.test_run_pretraining import (PRED, ROOT, SEQ, _command, _env,  # noqa: F401
+                                                 workdir)
+
+STEPS = 6
+FLAGS = ["--steps_per_loop=1", "--save_checkpoints_steps=1", "--keep_checkpoint_max=3",
+         "--do_eval=True", "--max_eval_steps=2"]
+PROG = "run_pretraining.py"
+
+
+def _run(work, out, extra=(), env=None, steps=STEPS):
+  return subprocess.run(_command(work, out, steps, [*FLAGS, *extra]), capture_output=True,
+                        text=True, cwd=ROOT, timeout=600, env=env or _env())
+
+
+def _digests(folder):
+  """{relative path: sha256} of every file under ``folder`` but the TensorBoard events (their
+  names and contents carry wall-clock times) and the ``checkpoint`` state (timestamps)."""
+  result = {}
+  for dirpath, _, names in os.walk(folder):
+    for name in names:
+      path = os.path.join(dirpath, name)
+      rel = os.path.relpath(path, folder)
+      if rel.startswith("summaries" + os.sep) or rel == "checkpoint":
+        continue
+      with open(path, "rb") as f:
+        result[rel] = hashlib.sha256(f.read()).hexdigest()
+  return result
+
+
+def _state(folder):
+  state = tf.train.get_checkpoint_state(str(folder))
+  return (os.path.basename(state.model_checkpoint_path),
+          [os.path.basename(p) for p in state.all_model_checkpoint_paths])
+
+
+@pytest.fixture(scope="module")
+def straight(workdir, tmp_path_factory):  # noqa: F811
+  out = tmp_path_factory.mktemp("straight") / "out"
+  result = _run(workdir, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  digests = _digests(out)
+  assert sorted(digests) == sorted(
+      [f"ckpt-{n}.{ext}" for n in (4, 5, 6) for ext in ("index", "data-00000-of-00001")] +
+      ["eval_results.txt", "google/bert_config.json", "google/bert_model.ckpt.index",
+       "google/bert_model.ckpt.data-00000-of-00001", "google/checkpoint"])
+  assert _state(out) == ("ckpt-6", ["ckpt-4", "ckpt-5", "ckpt-6"])
+  return out
+
+
+def _kill_at_line(command, needle):
+  """Starts ``command``; SIGKILL as soon as a stdout line starts with ``needle``."""
+  process = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+  for line in process.stdout:
+    if line.startswith(needle):
+      break
+  os.kill(process.pid, signal.SIGKILL)
+  process.wait()
+  return process.returncode
+
+
+def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_outputs(
+    workdir, straight, tmp_path):  # noqa: F811
+  rng = random.Random(20261124)
+  start = rng.randint(1, 2)             # killed inside the save of ckpt-<start>, no file yet
+  written = rng.randint(start + 1, 4)   # killed after ckpt-<written>.* are whole, before the
+  #                                       `checkpoint` state names them
+  line = rng.randint(written + 1, 5)    # killed right after the progress line of a step:
+  #                                       anywhere in that step's save or the next step
+  out = tmp_path / "out"
+  for fault in (f"save_start:{start}", f"save_written:{written}"):
+    result = _run(workdir, out, env={**_env(), "BERT_TF_FAULT": fault})
+    assert result.returncode == -signal.SIGKILL, (fault, result.stderr[-3000:])
+  assert os.path.exists(out / f"ckpt-{written}.index")
+  assert _state(out)[0] == f"ckpt-{written - 1}"  # the kill came before the state update
+  assert _kill_at_line(_command(workdir, out, STEPS, FLAGS),
+                       f"step {line}/") == -signal.SIGKILL
+  result = _run(workdir, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  # The same files, byte for byte (checkpoints, Google export, eval_results.txt), none more.
+  assert _digests(out) == _digests(straight)
+  assert _state(out) == _state(straight)
+
+
+def _copy(straight, tmp_path):
+  out = tmp_path / "out"
+  shutil.copytree(straight, out)
+  return out
+
+
+def _truncate(path, size=None):
+  """Cuts a file to ``size`` bytes (default: half, which loses optimizer slots, not the model)."""
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2 if size is None else size)
+
+
+def test_garbage_state_and_truncated_shard_fall_back_and_leftovers_are_cleaned(
+    workdir, straight, tmp_path):  # noqa: F811
+  out = _copy(straight, tmp_path)
+  (out / "checkpoint").write_text("garbage\n")
+  _truncate(out / "ckpt-6.data-00000-of-00001")
+  # What a save killed before TF merged its shards leaves, and the user's own look-alikes.
+  (out / "ckpt-7_temp").mkdir()
+  shutil.copyfile(straight / "ckpt-6.index", out / "ckpt-7_temp" / "part-00000-of-00001.index")
+  (out / "notes_temp").mkdir()
+  (out / "notes_temp" / "mine.txt").write_text("keep me")
+  (out / "ckpt-7_temp.txt").write_text("keep me too")
+  result = _run(workdir, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  warnings = [x for x in result.stdout.splitlines() if x.startswith(("warning:", "removing"))]
+  assert warnings == [
+      f"removing {out}/ckpt-7_temp, left by a save that was interrupted",
+      f"warning: {out}/checkpoint is unreadable; checkpoint {out}/ckpt-6 is damaged (Read less "
+      f"bytes than requested): resuming from {out}/ckpt-5, the newest readable checkpoint"]
+  assert f"resumed from {out}/ckpt-5 at step 5" in result.stdout.splitlines()
+  expected = dict(_digests(straight), **{"notes_temp/mine.txt": _sha("keep me"),
+                                         "ckpt-7_temp.txt": _sha("keep me too")})
+  assert _digests(out) == expected
+  assert _state(out) == _state(straight)
+
+
+def _sha(text):
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_missing_index_and_missing_data_fall_back_two_checkpoints(workdir, straight, tmp_path):  # noqa: F811,E501
+  out = _copy(straight, tmp_path)
+  os.remove(out / "ckpt-6.index")
+  os.remove(out / "ckpt-5.data-00000-of-00001")
+  result = _run(workdir, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  warnings = [x for x in result.stdout.splitlines() if x.startswith("warning:")]
+  assert len(warnings) == 1
+  assert warnings[0].startswith(f"warning: checkpoint {out}/ckpt-6 is damaged (")
+  assert f"; checkpoint {out}/ckpt-5 is damaged (" in warnings[0]
+  assert warnings[0].endswith(f": resuming from {out}/ckpt-4, the newest readable checkpoint")
+  assert _digests(out) == _digests(straight)
+  assert _state(out) == _state(straight)
+
+
+def _error_cases(workdir, straight, tmp_path):  # noqa: F811
+  """(name, extra flags, output_dir, expected last stderr line, digests before)."""
+  cases = []
+  # Every checkpoint damaged: an error, nothing overwritten.
+  all_bad = tmp_path / "all_bad"
+  shutil.copytree(straight, all_bad)
+  for n in (4, 5, 6):
+    _truncate(all_bad / f"ckpt-{n}.data-00000-of-00001")
+  reason = "Read less bytes than requested"
+  cases.append(([], all_bad, (
+      f"{PROG}: error: --output_dir '{all_bad}': no readable checkpoint, all are damaged: "
+      f"ckpt-6 ({reason}); ckpt-5 ({reason}); ckpt-4 ({reason}); move them away to start "
+      "over")))
+  # Eval only, the newest checkpoint damaged: an error, not an evaluation of older weights.
+  eval_only = tmp_path / "eval_only"
+  shutil.copytree(straight, eval_only)
+  _truncate(eval_only / "ckpt-6.data-00000-of-00001", 1000)  # the model's variables too
+  cases.append((["--do_train=False"], eval_only, (
+      f"{PROG}: error: checkpoint '{eval_only}/ckpt-6' is unreadable (truncated or corrupt?): "
+      f"{reason}")))
+  # Another bert_config over the same output_dir.
+  other = tmp_path / "other"
+  shutil.copytree(straight, other)
+  config = tmp_path / "bert_config_64.json"
+  config.write_text((workdir / "bert_config.json").read_text().replace(
+      '"hidden_size": 32', '"hidden_size": 64'))
+  cases.append(([f"--bert_config_file={config}"], other, (
+      f"{PROG}: error: --output_dir '{other}': checkpoint ckpt-6 was written for another "
+      "model: bert/embeddings/LayerNorm/beta has shape [32] there, [64] in this model "
+      "(another --bert_config_file?); use a new --output_dir")))
+  # Inputs: an empty TFRecord; records written for another max_seq_length.
+  empty = tmp_path / "empty.tfrecord"
+  empty.write_bytes(b"")
+  cases.append(([f"--input_file={empty}"], tmp_path / "o1",
+                f"{PROG}: error: no records in the input file(s): {empty}"))
+  longer = tmp_path / "seq64.tfrecord"
+  with tf.io.TFRecordWriter(str(longer)) as writer:
+    ints = lambda n: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * n))  # noqa: E731
+    writer.write(tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": ints(64), "input_mask": ints(64), "segment_ids": ints(64),
+        "masked_lm_positions": ints(PRED), "masked_lm_ids": ints(PRED),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * PRED)),
+        "next_sentence_labels": ints(1)})).SerializeToString())
+  cases.append(([f"--input_file={empty},{longer}"], tmp_path / "o2", (
+      f"{PROG}: error: {longer}: feature input_ids has 64 values, expected {SEQ} "
+      f"(--max_seq_length {SEQ}): the file was written for --max_seq_length 64")))
+  return cases
+
+
+def test_failures_are_one_line_errors_and_nothing_is_overwritten(workdir, straight, tmp_path):  # noqa: F811,E501
+  cases = _error_cases(workdir, straight, tmp_path)
+  before = [_digests(out) if out.exists() else {} for _, out, _ in cases]
+  states = [(out / "checkpoint").read_text() if out.exists() else None for _, out, _ in cases]
+  # Two at a time: each is mostly TensorFlow's start-up.
+  for i in range(0, len(cases), 2):
+    processes = [subprocess.Popen(_command(workdir, out, STEPS, [*FLAGS, *extra]), cwd=ROOT,
+                                  env=_env(), text=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+                 for extra, out, _ in cases[i:i + 2]]
+    for process, (_, out, line) in zip(processes, cases[i:i + 2]):
+      _, stderr = process.communicate(timeout=600)
+      assert process.returncode == 1, stderr[-3000:]
+      assert "Traceback" not in stderr
+      assert stderr.strip().splitlines()[-1] == line
+  for (_, out, _), digests, state in zip(cases, before, states):
+    if state is not None:
+      assert _digests(out) == digests
+      assert (out / "checkpoint").read_text() == state
+    else:  # an input error: no checkpoint was written
+      assert not [n for n in os.listdir(out) if n.startswith("ckpt")]
+
+
+def test_ctrl_c_is_one_line_and_exit_130(workdir, tmp_path):  # noqa: F811
+  out = tmp_path / "out"
+  process = subprocess.Popen(_command(workdir, out, 1000, FLAGS), cwd=ROOT, env=_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  for line in process.stdout:
+    if line.startswith("step 2/"):
+      break
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=300)
+  assert process.returncode == 130, stderr[-3000:]
+  assert "Traceback" not in stderr
+  assert stderr.strip().splitlines()[-1] == f"{PROG}: interrupted"
+  # Checkpoints are whole or absent: every ckpt-N has its index and data. (An interrupt
+  # between TF's shard write and merge may leave ckpt-N_temp/: the next run removes it.)
+  names = os.listdir(out)
+  for prefix in {n.split(".")[0] for n in names if n.startswith("ckpt-")}:
+    assert {f"{prefix}.index", f"{prefix}.data-00000-of-00001"} <= set(names), names
