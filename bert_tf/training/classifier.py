@@ -34,7 +34,7 @@ from bert_tf import fileio, metrics, tokenization
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, loop
+from bert_tf.training import DTYPE_POLICIES, distribution, loop
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
 # its file, so that predictions gathered from every replica go back into file order.
@@ -310,6 +310,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
+  # Multi-worker: only the chief writes summaries, the export, eval and predict results.
+  chief = distribution.is_chief(strategy)
 
   if do_train:
     train_examples = read(glue_task.train_split)
@@ -339,10 +341,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
     results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                     summary_writer=loop.summary_writer(output_dir),
+                                     summary_writer=(loop.summary_writer(output_dir)
+                                                     if chief else None),
                                      progress=progress)
     global_step = results["train"]["global_step"]
-    if export_google_checkpoint:
+    if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
@@ -367,7 +370,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                                  glue_task.is_regression))
       eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
     eval_results["global_step"] = global_step
-    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+    if chief:
+      loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
     results["eval"] = eval_results
 
   if do_predict:
@@ -383,13 +387,16 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       values = probabilities(outputs["logits"], glue_task.is_regression)
       path = os.path.join(output_dir,
                           "test_results.tsv" if i == 0 else f"test_results_{split}.tsv")
+      results["predict"][split] = path
+      if not chief:
+        continue
       glue.write_test_results(path, values, num_actual_examples=len(examples))
       results["predict"][split] = path
       if glue_task.predict_splits[split]:
         glue.write_glue_submission(output_dir, glue_task, split, values,
                                    num_actual_examples=len(examples))
 
-  if export_dir:
+  if export_dir and chief:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     results["export"] = export.export_all(
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,

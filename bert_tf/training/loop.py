@@ -25,6 +25,7 @@ updated only after they are whole, so a kill mid-save leaves the previous checkp
 import dataclasses
 import datetime
 import os
+import shutil
 import time
 
 import keras
@@ -35,6 +36,7 @@ from absl import logging
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import layers
+from bert_tf.training import distribution
 
 
 @dataclasses.dataclass
@@ -169,19 +171,35 @@ class Trainer:
     """
     c = self.config
     progress = progress or (lambda line: logging.info("%s", line))
+    # Multi-worker: the chief writes checkpoints and summaries; the other workers save into a
+    # temporary directory of their own (a save involves every worker), removed at the end.
+    write_dir = distribution.worker_write_dir(self.strategy, c.model_dir)
+    if write_dir != c.model_dir:
+      summary_writer = None
+    try:
+      return self._train(dataset_fn, init_fn, summary_writer, progress, write_dir)
+    finally:
+      if write_dir != c.model_dir:
+        shutil.rmtree(write_dir, ignore_errors=True)
+
+  def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir):
+    c = self.config
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(self.model),
                                      optimizer=self.optimizer,
                                      random_states=random_states(self.model))
     manager = tf.train.CheckpointManager(
-        checkpoint, c.model_dir, max_to_keep=c.keep_checkpoint_max,
+        checkpoint, write_dir, max_to_keep=c.keep_checkpoint_max,
         step_counter=self.optimizer.iterations)
-    if manager.latest_checkpoint:
-      checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-      progress(f"resumed from {manager.latest_checkpoint} at step "
+    # Every worker resumes from the chief's checkpoints in model_dir.
+    resume_from = latest_checkpoint(c.model_dir)
+    if resume_from:
+      checkpoint.restore(resume_from).assert_existing_objects_matched()
+      progress(f"resumed from {resume_from} at step "
                f"{int(self.optimizer.iterations.numpy())}")
     elif init_fn is not None:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
+    saved_step = step if resume_from else None
 
     def resumed_dataset_fn(ctx):
       # Distributed iterators cannot be checkpointed, so a resumed run skips the batches the
@@ -202,7 +220,8 @@ class Trainer:
       if c.save_checkpoints_steps:
         n = min(n, c.save_checkpoints_steps - step % c.save_checkpoints_steps)
       loop_start = time.time()
-      loss = float(train_loop(iterator, tf.constant(n, tf.int32)).numpy())
+      loss = float(_collective_errors(train_loop, step)(iterator, tf.constant(n, tf.int32))
+                   .numpy())
       elapsed = time.time() - loop_start
       step = int(self.optimizer.iterations.numpy())
       if not np.isfinite(loss):
@@ -218,7 +237,8 @@ class Trainer:
         summary_writer.flush()
       if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0:
         manager.save(checkpoint_number=step)
-    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+        saved_step = step
+    if saved_step != step:
       manager.save(checkpoint_number=step, check_interval=False)
     return {"global_step": step, "loss": loss}
 
@@ -237,6 +257,20 @@ class Trainer:
       rate = (time.time() - start_time) / done
       stats["eta_seconds"] = rate * (c.num_train_steps - step)
     return stats
+
+
+def _collective_errors(train_loop, step):
+  """``train_loop`` with a lost worker (multi-worker) turned into a one-line error."""
+  def run(*args):
+    try:
+      return train_loop(*args)
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+            tf.errors.AbortedError, tf.errors.CancelledError) as e:
+      first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      raise BertTfError(f"training stopped after step {step}: a worker of the cluster was lost "
+                        f"or did not answer ({type(e).__name__}: {first[:300]}); restart every "
+                        "worker with the same command to resume from the last checkpoint") from e
+  return run
 
 
 def make_optimizer(strategy, learning_rate, num_train_steps, num_warmup_steps,
