@@ -223,7 +223,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    gradient_accumulation_steps=1, dtype="float32", jit_compile=False,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
-                   export_dir=None, progress=None):
+                   export_dir=None, classifier_dropout=0.1, progress=None):
   """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
@@ -306,7 +306,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   tf.io.gfile.makedirs(output_dir)
   if seed is not None:
     keras.utils.set_random_seed(seed)
-  task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression)
+  task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,
+                        classifier_dropout=classifier_dropout)
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}

@@ -266,9 +266,14 @@ def _collective_errors(train_loop, step):
       return train_loop(*args)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
             tf.errors.AbortedError, tf.errors.CancelledError) as e:
-      first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+      # TF's message opens with a traceback of where the op was defined; the cause follows.
+      lines = [line.strip() for line in str(e).splitlines()]
+      cause = next((line for line in lines if line and not line.startswith(
+          ("Graph execution error", "Detected at node", "File ", "[["))), type(e).__name__)
+      if cause.endswith(":") and lines.index(cause) + 1 < len(lines):
+        cause += " " + lines[lines.index(cause) + 1]  # "unhealthy tasks:" names them next
       raise BertTfError(f"training stopped after step {step}: a worker of the cluster was lost "
-                        f"or did not answer ({type(e).__name__}: {first[:300]}); restart every "
+                        f"or did not answer ({type(e).__name__}: {cause[:300]}); restart every "
                         "worker with the same command to resume from the last checkpoint") from e
   return run
 

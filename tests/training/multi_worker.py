@@ -130,3 +130,61 @@ def assert_weights_close(a, b, atol=1e-5):
   assert a, "no weights"
   for name in a:
     np.testing.assert_allclose(a[name], b[name], rtol=0, atol=atol, err_msg=name)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ, PRED = 32, 5
+# Dropout off: N replicas draw other masks than one process, everything else is the same.
+CONFIG = ('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
+          '"num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu", '
+          '"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, '
+          '"max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}')
+STEPS = 12
+RUN_TIMEOUT_S = 240
+
+
+def pretraining_workdir(work, vocab, num_files=2):
+  pretraining_data(work, vocab, SEQ, PRED, num_files)
+  (work / "bert_config.json").write_text(CONFIG)
+  return work
+
+
+def pretraining_command(work, output_dir, strategy="multi_worker_mirrored", steps=STEPS,
+                        extra=()):
+  """run_pretraining.py: global batch 12 (divides over 1, 2, 3 workers), a save every 2."""
+  import sys  # pylint: disable=import-outside-toplevel
+  return [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
+          f"--input_file={work}/data-*.tfrecord", f"--output_dir={output_dir}",
+          f"--bert_config_file={work}/bert_config.json", "--do_train=True",
+          f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+          "--train_batch_size=12", "--learning_rate=1e-3", f"--num_train_steps={steps}",
+          "--num_warmup_steps=2", "--seed=1", "--steps_per_loop=1",
+          "--save_checkpoints_steps=2", "--keep_checkpoint_max=10",
+          f"--distribution_strategy={strategy}", *extra]
+
+
+def run_single(command, timeout=RUN_TIMEOUT_S):
+  result = subprocess.run(command, cwd=ROOT, env=env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result
+
+
+def run_workers(commands, log_dir, tmp_dir, timeout=RUN_TIMEOUT_S):
+  """Runs the workers to the end; asserts every one exits 0. Returns their outputs."""
+  with Workers(commands, ROOT, log_dir, {"TMPDIR": str(tmp_dir)}) as workers:
+    codes = workers.wait(timeout)
+    outputs = [workers.output(i) for i in range(len(commands))]
+  assert codes == [0] * len(commands), "\n".join(o[-2000:] for o in outputs)
+  return outputs
+
+
+def written_files(directory):
+  """Every file under ``directory``, relative, the TensorBoard event files' host-specific
+  names replaced by their folder."""
+  found = []
+  for folder, _, files in os.walk(directory):
+    for name in files:
+      rel = os.path.relpath(os.path.join(folder, name), directory)
+      found.append(os.path.dirname(rel) + "/<events>" if "tfevents" in name else rel)
+  return sorted(found)
