@@ -149,8 +149,12 @@ def run_inference(strategy, model, task, dataset_fn):
     logits = model(features, training=False)                              # [B,C]
     sums = task.eval_metrics(logits, features)
     # Replica-context all_gather: every replica's batch, in replica order ([R*B, ...]).
-    gathered = tf.distribute.get_replica_context().all_gather(
-        dict({"logits": logits}, **{k: features[k] for k in gathered_keys}), axis=0)
+    # tf.identity puts every tensor on this replica's device: MultiWorkerMirroredStrategy's
+    # all_gather needs a device on each, and input tensors have none ("destinations can not
+    # be empty").
+    gathered = tf.distribute.get_replica_context().all_gather(tf.nest.map_structure(
+        tf.identity, dict({"logits": logits}, **{k: features[k] for k in gathered_keys})),
+        axis=0)
     return sums, gathered
 
   @tf.function
