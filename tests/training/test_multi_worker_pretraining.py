@@ -1,11 +1,8 @@
 """run_pretraining.py with --distribution_strategy=multi_worker_mirrored: 2 worker processes
 on 127.0.0.1 sharing a TF_CONFIG make the same updates as one process over the same global
-batches (dropout off), only the chief writes, and a job whose workers are all killed with
-SIGKILL resumes from the same commands to the uninterrupted run's weights."""
+batches (dropout off), and only the chief writes. (Killed jobs: test_multi_worker_resume.py.)"""
 
 import os
-import signal
-import time
 
 import pytest
 
@@ -54,25 +51,3 @@ def test_only_the_chief_writes(single, two_workers):
   # Two files over two workers: every pipeline reads both, in the seeded order.
   assert ("input: 2 file(s) read in the same order by each of 2 input pipelines, sharded by "
           "record") in chief
-
-
-def test_killed_job_resumes_to_the_uninterrupted_weights(work, two_workers):
-  out, tmp = work / "killed", work / "killed_tmp"
-  tmp.mkdir()
-  commands = [mw.pretraining_command(work, out)] * 2
-  with mw.Workers(commands, mw.ROOT, tmp, {"TMPDIR": str(tmp)}) as workers:
-    deadline = time.time() + mw.RUN_TIMEOUT_S
-    while not (out / "ckpt-2.index").exists() and time.time() < deadline:
-      assert all(p.poll() is None for p in workers.procs), workers.output(0)[-2000:]
-      time.sleep(0.05)
-    for proc in workers.procs:
-      os.killpg(proc.pid, signal.SIGKILL)
-    assert workers.wait(30) == [-signal.SIGKILL] * 2
-  resumed = mw.run_workers(commands, tmp, tmp)
-  # The kill came before the end: the restart resumed from a checkpoint short of it.
-  step = int(resumed[0].split("resumed from ")[1].split(" at step ")[1].split()[0])
-  assert 2 <= step < mw.STEPS, resumed[0][-2000:]
-  assert f"at step {step}" in resumed[1]
-  mw.assert_weights_close(mw.checkpoint_weights(str(out / f"ckpt-{mw.STEPS}")),
-                          mw.checkpoint_weights(str(two_workers["out"] / f"ckpt-{mw.STEPS}")),
-                          atol=1e-6)
