@@ -64,6 +64,9 @@ flags.DEFINE_string("language", "zh", "XNLI: the language kept from the multilin
 flags.DEFINE_bool("allow_empty_text", False,
                   "Keep rows with an empty text (the original did) instead of an error.")
 flags.DEFINE_integer("seed", None, "Random seed (head initialisation, dropout, data order).")
+flags.DEFINE_float("classifier_dropout", 0.1, "Dropout on the pooled output before the "
+                   "classification layer (the original's fixed 0.1; 0 for exactly "
+                   "reproducible multi-worker runs).")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
 flags.DEFINE_bool("export_google_checkpoint", True,
                   "After training, also write output_dir/google/bert_model.ckpt in Google's "
@@ -98,6 +101,7 @@ def main(argv):
       jit_compile=loop["jit_compile"], optimizer_kwargs=training_flags.optimizer_kwargs(FLAGS),
       labels=FLAGS.labels, is_regression=FLAGS.is_regression, language=FLAGS.language,
       allow_empty_text=FLAGS.allow_empty_text, seed=FLAGS.seed,
+      classifier_dropout=FLAGS.classifier_dropout,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
       progress=print)
   if "eval" in results:

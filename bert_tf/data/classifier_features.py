@@ -30,6 +30,7 @@ from typing import List, Union
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.data import pipeline
 from bert_tf.errors import BertTfError
 
 
@@ -295,7 +296,8 @@ def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_rema
     drop_remainder: drop a last partial batch (static shapes).
     is_regression: label_ids are float32.
     input_context: tf.distribute.InputContext (from distribute_datasets_from_function): the
-      records are sharded across input pipelines.
+      records are sharded across input pipelines after the shuffle
+      (``pipeline.shard_records``).
     shuffle_buffer_size: records in the shuffle buffer (training only).
     seed: shuffle seed, for reproducible runs.
 
@@ -306,14 +308,13 @@ def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_rema
   if isinstance(input_files, (str, bytes)):
     input_files = [input_files]
   dataset = tf.data.TFRecordDataset(list(input_files))
-  if input_context is not None:
-    if input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines,
-                              input_context.input_pipeline_id)
-    batch_size = input_context.get_per_replica_batch_size(batch_size)
   if is_training:
     dataset = dataset.repeat()
     dataset = dataset.shuffle(buffer_size=shuffle_buffer_size, seed=seed)
+  # After the (seeded) order: N workers then train on the global batches of one process.
+  dataset = pipeline.shard_records(dataset, input_context, len(input_files))
+  if input_context is not None:
+    batch_size = input_context.get_per_replica_batch_size(batch_size)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
   spec = feature_spec(max_seq_length, is_regression)
 

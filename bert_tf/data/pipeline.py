@@ -5,8 +5,9 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 ``pretraining_dataset`` yields dicts of int32 (``masked_lm_weights`` float32) tensors with
 static shapes ``[B, L]`` / ``[B, P]`` / ``[B, 1]``, batches always whole
 (``drop_remainder``), as TPUs need. Training reads files interleaved and shuffled, repeats
-forever, and shards by file across input pipelines (``tf.distribute.InputContext``); eval reads
-each record once, in order.
+forever; eval reads each record once, in order. Several input pipelines (multi-worker,
+``tf.distribute.InputContext``) shard by record after the seeded ordering (``shard_records``),
+so N workers train on the same global batches as one process.
 
 Dynamic masking (RoBERTa style, optional): every time a sequence is read its masked positions
 are drawn anew in the graph with the original's rule: candidates are all real tokens but the
@@ -17,6 +18,7 @@ becomes [MASK] with probability 0.8, stays with 0.1, becomes a random vocab id w
 import re
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.data import features as feature_spec
 from bert_tf.errors import BertTfError
@@ -139,6 +141,26 @@ def dynamic_mask(features, max_predictions_per_seq, vocab_size, mask_id, special
   return out
 
 
+def shard_records(dataset, input_context, num_files=None):
+  """Input pipeline ``i`` of ``n`` keeps records ``i, i + n, i + 2n, ...`` of ``dataset``.
+
+  Every pipeline reads the same ordered (seeded) stream of serialized records, so with a
+  per-replica batch ``b`` pipeline ``i``'s k-th batches hold, between them, exactly the rows of
+  the k-th global batch of one process reading the stream alone: the same examples in every
+  update whatever the number of workers (the losses are normalised over the global batch,
+  ``training.loop``). Each worker reads every record but parses only its own; reading is cheap
+  beside a BERT step, and no worker needs a file of its own (one file serves any number).
+  """
+  if not input_context or input_context.num_input_pipelines <= 1:
+    return dataset
+  n = input_context.num_input_pipelines
+  if input_context.input_pipeline_id == 0:
+    logging.info("input: %s file(s) read in the same order by each of %d input pipelines, "
+                 "sharded by record (pipeline i keeps records i, i+%d, ...)",
+                 "?" if num_files is None else num_files, n, n)
+  return dataset.shard(n, input_context.input_pipeline_id)
+
+
 def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training, input_context=None, seed=None, dynamic_masking=None,
                         use_next_sentence=True, cycle_length=None, deterministic=None):
@@ -148,7 +170,8 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     file_patterns: comma-separated string or list of files/globs.
     batch_size: per-replica batch size (use ``input_context.get_per_replica_batch_size``).
     is_training: shuffle, interleave files and repeat; else read once, in order.
-    input_context: ``tf.distribute.InputContext``; files are sharded across input pipelines.
+    input_context: ``tf.distribute.InputContext``; records are sharded across input pipelines
+      after the global (seeded) ordering (``shard_records``).
     seed: makes shuffling (and dynamic masking) deterministic; None = nondeterministic.
     dynamic_masking: None, or dict(vocab_size=, mask_id=, special_ids=, masked_lm_prob=).
     use_next_sentence: False drops ``next_sentence_labels`` (MLM-only training).
@@ -164,12 +187,6 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
   options.deterministic = deterministic
   if is_training:
     dataset = tf.data.Dataset.from_tensor_slices(files)
-    if input_context and input_context.num_input_pipelines > 1:
-      if len(files) < input_context.num_input_pipelines:
-        raise BertTfError(f"{len(files)} input file(s) cannot be sharded over "
-                          f"{input_context.num_input_pipelines} input pipelines")
-      dataset = dataset.shard(input_context.num_input_pipelines,
-                              input_context.input_pipeline_id)
     dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
     cycle = min(cycle_length or 4, len(files))
     dataset = dataset.interleave(
@@ -178,10 +195,13 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     dataset = dataset.shuffle(_SHUFFLE_RECORDS, seed=seed)
   else:
     dataset = tf.data.TFRecordDataset(files, compression_type=compression)
-    if input_context and input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines,
-                              input_context.input_pipeline_id)
 
+  if dynamic_masking:
+    # One stateless seed pair per example: reproducible with ``seed``, fresh on every read.
+    # Zipped before sharding, so that an example's mask does not depend on the pipeline count.
+    seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
+    dataset = tf.data.Dataset.zip((dataset, seeds))
+  dataset = shard_records(dataset, input_context, len(files))
   def parse(record, example_seed=None):
     example = feature_spec.cast_parsed_features(tf.io.parse_single_example(record, spec))
     if dynamic_masking:
@@ -191,10 +211,6 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
       example.pop("next_sentence_labels")
     return example
 
-  if dynamic_masking:
-    # One stateless seed pair per example: reproducible with ``seed``, fresh on every read.
-    seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
-    dataset = tf.data.Dataset.zip((dataset, seeds))
   dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                         deterministic=deterministic)
   dataset = dataset.batch(batch_size, drop_remainder=True)

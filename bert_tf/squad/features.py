@@ -30,6 +30,7 @@ from absl import logging
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.data import pipeline
 from bert_tf.errors import BertTfError
 
 # The original numbers features from here, one per doc span, in example order.
@@ -385,19 +386,22 @@ def input_dataset(input_file, seq_length, is_training, batch_size, drop_remainde
       Their results match no feature and are ignored by ``postprocess``.
     shuffle_buffer_size: records in the training shuffle buffer.
     seed: shuffle seed (None: nondeterministic, like the original).
-    input_context: a ``tf.distribute.InputContext`` to shard the file across input
-      pipelines and use the per-replica batch size.
+    input_context: a ``tf.distribute.InputContext`` to shard the records across input
+      pipelines (after the shuffle: ``pipeline.shard_records``) and use the per-replica
+      batch size.
   """
   if drop_remainder is None:
     drop_remainder = is_training
   spec = name_to_features(seq_length, is_training)
   d = tf.data.TFRecordDataset(input_file)
-  if input_context is not None:
-    d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    batch_size = input_context.get_per_replica_batch_size(batch_size)
   if is_training:
     d = d.repeat()
     d = d.shuffle(buffer_size=shuffle_buffer_size, seed=seed)
+  # After the (seeded) order: N workers then train on the global batches of one process.
+  d = pipeline.shard_records(d, input_context,
+                             1 if isinstance(input_file, (str, bytes)) else len(input_file))
+  if input_context is not None:
+    batch_size = input_context.get_per_replica_batch_size(batch_size)
   d = d.map(lambda record: _decode_record(record, spec),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   d = d.batch(batch_size, drop_remainder=drop_remainder)

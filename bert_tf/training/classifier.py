@@ -34,7 +34,7 @@ from bert_tf import fileio, metrics, tokenization
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, loop
+from bert_tf.training import DTYPE_POLICIES, distribution, loop
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
 # its file, so that predictions gathered from every replica go back into file order.
@@ -149,8 +149,12 @@ def run_inference(strategy, model, task, dataset_fn):
     logits = model(features, training=False)                              # [B,C]
     sums = task.eval_metrics(logits, features)
     # Replica-context all_gather: every replica's batch, in replica order ([R*B, ...]).
-    gathered = tf.distribute.get_replica_context().all_gather(
-        dict({"logits": logits}, **{k: features[k] for k in gathered_keys}), axis=0)
+    # tf.identity puts every tensor on this replica's device: MultiWorkerMirroredStrategy's
+    # all_gather needs a device on each, and input tensors have none ("destinations can not
+    # be empty").
+    gathered = tf.distribute.get_replica_context().all_gather(tf.nest.map_structure(
+        tf.identity, dict({"logits": logits}, **{k: features[k] for k in gathered_keys})),
+        axis=0)
     return sums, gathered
 
   @tf.function
@@ -223,7 +227,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    gradient_accumulation_steps=1, dtype="float32", jit_compile=None,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
-                   export_dir=None, progress=None):
+                   export_dir=None, classifier_dropout=0.1, progress=None):
   """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
@@ -306,10 +310,13 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   tf.io.gfile.makedirs(output_dir)
   if seed is not None:
     keras.utils.set_random_seed(seed)
-  task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression)
+  task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,
+                        classifier_dropout=classifier_dropout)
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
+  # Multi-worker: only the chief writes summaries, the export, eval and predict results.
+  chief = distribution.is_chief(strategy)
 
   if do_train:
     train_examples = read(glue_task.train_split)
@@ -339,10 +346,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
     results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                     summary_writer=loop.summary_writer(output_dir),
+                                     summary_writer=(loop.summary_writer(output_dir)
+                                                     if chief else None),
                                      progress=progress)
     global_step = results["train"]["global_step"]
-    if export_google_checkpoint:
+    if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
@@ -367,7 +375,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                                  glue_task.is_regression))
       eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
     eval_results["global_step"] = global_step
-    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+    if chief:
+      loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
     results["eval"] = eval_results
 
   if do_predict:
@@ -383,13 +392,16 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       values = probabilities(outputs["logits"], glue_task.is_regression)
       path = os.path.join(output_dir,
                           "test_results.tsv" if i == 0 else f"test_results_{split}.tsv")
+      results["predict"][split] = path
+      if not chief:
+        continue
       glue.write_test_results(path, values, num_actual_examples=len(examples))
       results["predict"][split] = path
       if glue_task.predict_splits[split]:
         glue.write_glue_submission(output_dir, glue_task, split, values,
                                    num_actual_examples=len(examples))
 
-  if export_dir:
+  if export_dir and chief:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     results["export"] = export.export_all(
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,

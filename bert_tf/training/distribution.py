@@ -27,6 +27,7 @@ Strategies:
 
 import dataclasses
 import socket
+import tempfile
 import threading
 import urllib.parse
 
@@ -165,6 +166,35 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
     return strategy
   raise BertTfError(f"--distribution_strategy={distribution_strategy} is not one of "
                     f"{', '.join(STRATEGIES)}")
+
+
+def is_chief(strategy):
+  """Whether this process writes checkpoints, summaries and results.
+
+  Every process but the non-chief workers of a multi-worker cluster is the chief: the task
+  ``chief`` of TF_CONFIG, or ``worker`` 0 when the cluster has no ``chief`` job (the usual
+  MultiWorkerMirroredStrategy convention). The others run the same steps and discard what
+  they would write (``worker_write_dir``).
+  """
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  resolver = strategy.cluster_resolver
+  if resolver is None or not resolver.task_type:
+    return True
+  if resolver.task_type == "chief":
+    return True
+  jobs = resolver.cluster_spec().as_dict()
+  return resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in jobs
+
+
+def worker_write_dir(strategy, model_dir):
+  """``model_dir`` on the chief; elsewhere a new local temporary directory for the
+  checkpoints a non-chief worker must also write (every worker takes part in a save), which
+  the caller removes (``shutil.rmtree``) when training ends."""
+  if is_chief(strategy):
+    return model_dir
+  resolver = strategy.cluster_resolver
+  return tempfile.mkdtemp(prefix=f"bert_tf-{resolver.task_type}{resolver.task_id}-")
 
 
 def _visible(device_type):

@@ -28,6 +28,7 @@ import dataclasses
 import datetime
 import os
 import re
+import shutil
 import signal
 import time
 
@@ -40,6 +41,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import heads
 from bert_tf.modeling import layers
+from bert_tf.training import distribution
 
 
 @dataclasses.dataclass
@@ -226,20 +228,39 @@ class Trainer:
     """
     c = self.config
     progress = progress or (lambda line: logging.info("%s", line))
+    # Multi-worker: the chief writes checkpoints and summaries; the other workers save into a
+    # temporary directory of their own (a save involves every worker), removed at the end.
+    write_dir = distribution.worker_write_dir(self.strategy, c.model_dir)
+    if write_dir != c.model_dir:
+      summary_writer = None
+    try:
+      return self._train(dataset_fn, init_fn, summary_writer, progress, write_dir)
+    finally:
+      if write_dir != c.model_dir:
+        shutil.rmtree(write_dir, ignore_errors=True)
+
+  def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir):
+    c = self.config
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(self.model),
                                      optimizer=self.optimizer,
                                      random_states=random_states(self.model))
-    clean_save_leftovers(c.model_dir, progress)
-    # Before the manager reads the `checkpoint` state: a damaged one is rewritten first.
-    resumed = restore_newest_readable(checkpoint, self.model, c.model_dir, progress)
+    # Every worker resumes from the chief's checkpoints in model_dir; only the chief (which
+    # writes there) cleans leftovers and rewrites a damaged state file, before its manager
+    # reads the state.
+    is_writer = write_dir == c.model_dir
+    if is_writer:
+      clean_save_leftovers(c.model_dir, progress)
+    resumed = restore_newest_readable(checkpoint, self.model, c.model_dir, progress,
+                                      rewrite_state=is_writer)
     manager = tf.train.CheckpointManager(
-        checkpoint, c.model_dir, max_to_keep=c.keep_checkpoint_max,
+        checkpoint, write_dir, max_to_keep=c.keep_checkpoint_max,
         step_counter=self.optimizer.iterations)
     if resumed:
       progress(f"resumed from {resumed} at step {int(self.optimizer.iterations.numpy())}")
     elif init_fn is not None:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
+    saved_step = step if resumed else None
 
     def resumed_dataset_fn(ctx):
       # Distributed iterators cannot be checkpointed, so a resumed run skips the batches the
@@ -260,7 +281,8 @@ class Trainer:
       if c.save_checkpoints_steps:
         n = min(n, c.save_checkpoints_steps - step % c.save_checkpoints_steps)
       loop_start = time.time()
-      loss = float(train_loop(iterator, tf.constant(n, tf.int32)).numpy())
+      loss = float(_collective_errors(train_loop, step)(iterator, tf.constant(n, tf.int32))
+                   .numpy())
       elapsed = time.time() - loop_start
       step = int(self.optimizer.iterations.numpy())
       if not np.isfinite(loss):
@@ -276,7 +298,8 @@ class Trainer:
         summary_writer.flush()
       if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0:
         manager.save(checkpoint_number=step, options=_fault_options(step))
-    if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(f"-{step}"):
+        saved_step = step
+    if saved_step != step:
       manager.save(checkpoint_number=step, check_interval=False, options=_fault_options(step))
     return {"global_step": step, "loss": loss}
 
@@ -295,6 +318,25 @@ class Trainer:
       rate = (time.time() - start_time) / done
       stats["eta_seconds"] = rate * (c.num_train_steps - step)
     return stats
+
+
+def _collective_errors(train_loop, step):
+  """``train_loop`` with a lost worker (multi-worker) turned into a one-line error."""
+  def run(*args):
+    try:
+      return train_loop(*args)
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+            tf.errors.AbortedError, tf.errors.CancelledError) as e:
+      # TF's message opens with a traceback of where the op was defined; the cause follows.
+      lines = [line.strip() for line in str(e).splitlines()]
+      cause = next((line for line in lines if line and not line.startswith(
+          ("Graph execution error", "Detected at node", "File ", "[["))), type(e).__name__)
+      if cause.endswith(":") and lines.index(cause) + 1 < len(lines):
+        cause += " " + lines[lines.index(cause) + 1]  # "unhealthy tasks:" names them next
+      raise BertTfError(f"training stopped after step {step}: a worker of the cluster was lost "
+                        f"or did not answer ({type(e).__name__}: {cause[:300]}); restart every "
+                        "worker with the same command to resume from the last checkpoint") from e
+  return run
 
 
 def make_optimizer(strategy, learning_rate, num_train_steps, num_warmup_steps,
@@ -458,13 +500,14 @@ def check_checkpoint_fits(model, prefix, model_dir):
       raise BertTfError(f"{where}: it has variable {name}, this model has not {advice}")
 
 
-def restore_newest_readable(checkpoint, model, model_dir, progress):
+def restore_newest_readable(checkpoint, model, model_dir, progress, rewrite_state=True):
   """Restores ``checkpoint`` from the newest readable ``ckpt-N`` in ``model_dir``.
 
   A damaged checkpoint (missing or truncated ``.index``/``.data-*``, a bad checksum) or a
   garbage ``checkpoint`` state file gives a one-line warning through ``progress`` and the next
   older checkpoint is tried; the state file is then rewritten to name the one restored, so the
-  run's own saves continue from it. A checkpoint of another model is a ``BertTfError`` (older
+  run's own saves continue from it (unless ``rewrite_state`` is False: a multi-worker run's
+  non-chief workers only read the chief's folder). A checkpoint of another model is a ``BertTfError`` (older
   ones would not fit either). Checkpoints exist but none is readable: a ``BertTfError``
   (starting over would overwrite them).
 
@@ -492,7 +535,8 @@ def restore_newest_readable(checkpoint, model, model_dir, progress):
       if problems:
         progress(f"warning: {'; '.join(problems)}: resuming from {prefix}, the newest "
                  "readable checkpoint")
-      _write_checkpoint_state(model_dir, prefix, candidates)
+      if rewrite_state:
+        _write_checkpoint_state(model_dir, prefix, candidates)
     return prefix
   if damaged:
     raise BertTfError(f"--output_dir {model_dir!r}: no readable checkpoint, all are damaged: "

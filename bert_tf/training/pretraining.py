@@ -114,6 +114,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
 
   if not do_train and not do_eval:
     raise BertTfError("at least one of --do_train or --do_eval must be True")
@@ -132,6 +133,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
+  # Multi-worker: only the chief writes summaries, the export and eval_results.txt.
+  chief = distribution.is_chief(strategy)
 
   def dataset_fn(files, batch_size, is_training):
     def fn(ctx):
@@ -159,9 +162,10 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       init_fn = lambda m: checkpoints.load_weights(m, init_checkpoint)  # noqa: E731
     results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
                                      init_fn=init_fn,
-                                     summary_writer=loop.summary_writer(output_dir),
+                                     summary_writer=(loop.summary_writer(output_dir)
+                                                     if chief else None),
                                      progress=progress)
-    if export_google_checkpoint:
+    if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir,
                                 results["train"]["global_step"])
   elif loop.latest_checkpoint(output_dir):
@@ -178,6 +182,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                             dataset_fn(eval_input_file or input_file, eval_batch_size, False),
                             max_steps=max_eval_steps)
     metrics["global_step"] = global_step
-    loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
+    if chief:
+      loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
     results["eval"] = metrics
   return results

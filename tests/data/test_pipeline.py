@@ -79,16 +79,27 @@ def test_training_repeats_shuffles_and_is_deterministic_with_seed(records):
   assert a.shape == (24, SEQ)  # 6 batches from 12 records: it repeats
 
 
-def test_sharding_gives_disjoint_files(records):
+@pytest.mark.parametrize("dynamic", [False, True], ids=["stored-masks", "dynamic-masks"])
+def test_input_pipelines_share_out_the_global_batches_of_one(records, dynamic):
+  # Pipeline i of n keeps records i, i+n, ... of the one seeded stream, so its k-th batch of b
+  # is rows i, i+n, ... of one pipeline's k-th global batch of n*b: n workers train on the
+  # batches of one process (masks included: each example's seed is drawn before sharding).
   _, files = records
-  seen = []
-  for pipeline_id in range(3):
-    ctx = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=pipeline_id,
-                                     num_replicas_in_sync=3)
-    ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=True, input_context=ctx,
-                                      seed=1)
-    seen.append({tuple(row) for row in next(iter(ds))["input_ids"].numpy()})
-  assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])
+  masking = (dict(vocab_size=50, mask_id=MASK, special_ids=[CLS, SEP, 0], masked_lm_prob=0.15)
+             if dynamic else None)
+  n, b, steps = 3, 2, 5  # 30 rows from 12 records: across epochs and reshuffles
+  def batches(size, ctx=None):
+    ds = pipeline.pretraining_dataset(files, size, SEQ, PRED, is_training=True, seed=1,
+                                      input_context=ctx, dynamic_masking=masking)
+    return [{k: v.numpy() for k, v in batch.items()} for batch in ds.take(steps)]
+  whole = batches(n * b)
+  for i in range(n):
+    ctx = tf.distribute.InputContext(num_input_pipelines=n, input_pipeline_id=i,
+                                     num_replicas_in_sync=n)
+    for k, part in enumerate(batches(b, ctx)):
+      for name in part:
+        np.testing.assert_array_equal(part[name], whole[k][name][i::n], err_msg=name)
+  assert len({tuple(row) for batch in whole for row in batch["input_ids"]}) > n * b
 
 
 def test_missing_files_are_one_line_errors(tmp_path):

@@ -1,0 +1,50 @@
+"""A 2-worker run_pretraining.py job (127.0.0.1, multi_worker_mirrored) whose worker 1 is
+killed with SIGKILL after a checkpoint exists: the chief stops within a bounded time with one
+line on stderr (exit status 1, no traceback), and the same two commands run again resume from
+the chief's last checkpoint to the weights of an uninterrupted single-process run (which
+test_multi_worker_pretraining.py shows equal to an uninterrupted 2-worker run)."""
+
+import re
+import signal
+import subprocess
+import time
+
+from tests.training import multi_worker as mw
+
+# Heartbeats time out after 10 s; the failing step and the exit add a few seconds.
+BOUND_S = 60
+
+
+def test_a_killed_worker_stops_the_chief_and_the_job_resumes(tmp_path, uncased_vocab):
+  work = mw.pretraining_workdir(tmp_path, uncased_vocab)
+  out = work / "out"
+  commands = [mw.pretraining_command(work, out)] * 2
+  with mw.Workers(commands, mw.ROOT, tmp_path, {"TMPDIR": str(tmp_path)}) as workers:
+    deadline = time.time() + mw.RUN_TIMEOUT_S
+    while not (out / "ckpt-2.index").exists() and time.time() < deadline:
+      assert all(p.poll() is None for p in workers.procs), workers.output(0)[-2000:]
+      time.sleep(0.05)
+    workers.procs[1].send_signal(signal.SIGKILL)
+    start = time.time()
+    try:
+      code = workers.procs[0].wait(timeout=BOUND_S)
+    except subprocess.TimeoutExpired:
+      code = None
+    elapsed = time.time() - start
+    chief = workers.output(0)
+  assert code == 1 and elapsed < BOUND_S, chief[-3000:]
+  last = chief.strip().splitlines()[-1]
+  assert re.fullmatch(
+      r"run_pretraining\.py: error: training stopped after step \d+: a worker of the cluster "
+      r"was lost or did not answer \((UnavailableError|DeadlineExceededError|AbortedError|"
+      r"CancelledError): .+\); restart every worker with the same command to resume from the "
+      r"last checkpoint", last), chief[-3000:]
+  assert "Traceback" not in chief
+  resumed = mw.run_workers(commands, tmp_path, tmp_path)
+  step = int(re.search(r"resumed from \S+ at step (\d+)", resumed[0]).group(1))
+  assert 2 <= step < mw.STEPS, resumed[0][-2000:]  # the kill came before the end
+  assert f"at step {step}" in resumed[1]
+  mw.run_single(mw.pretraining_command(work, work / "single", strategy="default"))
+  mw.assert_weights_close(mw.checkpoint_weights(str(out / f"ckpt-{mw.STEPS}")),
+                          mw.checkpoint_weights(str(work / "single" / f"ckpt-{mw.STEPS}")),
+                          atol=1e-5)
