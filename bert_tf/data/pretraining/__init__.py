@@ -19,7 +19,8 @@ candidate shuffle and of the mask decisions end, and numpy replaying thousands o
 ``summary`` counts what each stage did. ``run`` is the execution layer over the stages: the
 whole job in this process (reference mode) or sharded over worker processes (sharded mode,
 deterministic but not the original's records). Imports point one way: ``run`` -> ``instances``
--> ``corpus``, ``records``, ``reference_random``; no stage imports ``run``.
+-> ``corpus``, ``records``, ``reference_random``, and ``run`` -> ``summary``; no stage imports
+``run``.
 
   from bert_tf.data.pretraining import InstanceOptions, create_pretraining_data
 """

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 _READ_CHUNK_BYTES = 1 << 22
 
+
 def expand_input_files(patterns):
   """Comma-separated list or list of globs -> files, in the original's order (tf glob).
 

@@ -34,6 +34,7 @@ from bert_tf.errors import BertTfError
 
 CLS, SEP, MASK, UNK = "[CLS]", "[SEP]", "[MASK]", "[UNK]"
 
+
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
   """The original's flags for instance creation (same names, same defaults)."""

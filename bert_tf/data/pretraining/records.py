@@ -20,6 +20,7 @@ from bert_tf.data import features as features_lib
 from bert_tf.data import tfrecord
 from bert_tf.errors import BertTfError
 
+
 def _varint(value):
   out = bytearray()
   while True:

@@ -37,6 +37,7 @@ from bert_tf.errors import BertTfError
 
 logger = logging.getLogger(__name__)
 
+
 def plan_shards(input_files, shard_bytes):
   """Cuts the input into shards: (path, start, end) byte ranges that hold whole documents.
 

@@ -6,6 +6,7 @@ The original logs only the first 20 instances; this summary (counted by ``corpus
 
 import dataclasses
 
+
 @dataclasses.dataclass
 class Summary:
   """What a run read and wrote. ``tokens`` counts real tokens in the instances ([CLS], [SEP]
