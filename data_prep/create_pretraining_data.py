@@ -63,7 +63,13 @@ flags.mark_flag_as_required("vocab_file")
 def main(argv):
   del argv
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pretraining  # pylint: disable=import-outside-toplevel
+
+  # Bad output paths fail here, before any work and before anything is written.
+  output_files = [f for f in FLAGS.output_file.split(",") if f]
+  output_checks.check_outputs(output_files, pretraining.expand_input_files(FLAGS.input_file),
+                              FLAGS.vocab_file)
 
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length,
@@ -76,7 +82,7 @@ def main(argv):
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   summary = pretraining.create_pretraining_data(
-      FLAGS.input_file, FLAGS.output_file, tokenizer, options,
+      FLAGS.input_file, output_files, tokenizer, options,
       num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
       skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
   for line in summary.lines_of_text():

@@ -1,0 +1,61 @@
+"""Checks on create_pretraining_data's output paths, made before any work starts.
+
+Every check raises a one-line ``BertTfError`` naming the path and the flag, so that a bad
+command fails at once and writes nothing (rather than after minutes of work, or with half the
+records silently lost when one path is given twice).
+"""
+
+import os
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+
+def _real(path):
+  return os.path.realpath(os.path.abspath(path))
+
+
+def check_outputs(output_files, input_files=(), vocab_file=None):
+  """Validates output paths against each other, the inputs and the vocab; makes parent dirs.
+
+  Args:
+    output_files: list of output paths (local or ``gs://``).
+    input_files: the expanded input files (list of paths).
+    vocab_file: the vocab path, or None.
+
+  Returns:
+    The output paths, unchanged (list of str).
+
+  Raises:
+    BertTfError: a path given twice, an output that is an input or the vocab, an output that
+      is a directory, an input that is a directory, or an output folder that cannot be made
+      or written.
+  """
+  for path in input_files:
+    if not fileio.is_remote(path) and os.path.isdir(path):
+      raise BertTfError(f"--input_file: {path!r} is a directory, not a file")
+  sources = {_real(p): f"--input_file {p!r}" for p in input_files
+             if not fileio.is_remote(p)}
+  if vocab_file and not fileio.is_remote(vocab_file):
+    sources[_real(vocab_file)] = f"--vocab_file {vocab_file!r}"
+  seen = {}
+  for path in output_files:
+    if fileio.is_remote(path):
+      continue
+    real = _real(path)
+    if real in seen:
+      raise BertTfError(f"--output_file: {path!r} is given twice (as {seen[real]!r} too)")
+    seen[real] = path
+    if real in sources:
+      raise BertTfError(f"--output_file: {path!r} would overwrite {sources[real]}")
+    if os.path.isdir(path):
+      raise BertTfError(f"--output_file: {path!r} is a directory")
+    parent = os.path.dirname(real)
+    try:
+      os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+      raise BertTfError(f"--output_file: cannot make the folder of {path!r}: "
+                        f"{e.strerror or e}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+      raise BertTfError(f"--output_file: the folder of {path!r} is not writable")
+  return list(output_files)

@@ -1,0 +1,106 @@
+"""create_pretraining_data.py: bad output/input paths fail in one line, before anything is written."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOTU = str(FIXTURES / "pretraining" / "sotu_sample.txt")
+PROG = "create_pretraining_data.py"
+
+
+def _script(*args):
+  return subprocess.run(
+      [sys.executable, os.path.join(ROOT, "data_prep", PROG), *args],
+      capture_output=True, text=True, cwd=ROOT, timeout=300,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def _digest(path):
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def _tree(root):
+  return sorted(os.path.relpath(os.path.join(d, f), root)
+                for d, _, files in os.walk(root) for f in files)
+
+
+def _run(tmp_path, vocab, outputs, inputs=SOTU, *extra):
+  return _script(f"--input_file={inputs}", f"--output_file={','.join(outputs)}",
+                 f"--vocab_file={vocab}", "--dupe_factor=1", "--max_seq_length=32",
+                 "--max_predictions_per_seq=5", *extra)
+
+
+def _assert_one_line_error(result, message):
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == f"{PROG}: error: {message}"
+
+
+@pytest.fixture
+def vocab(tmp_path, uncased_vocab):
+  return str(uncased_vocab)
+
+
+def test_the_same_output_twice_is_an_error(tmp_path, vocab):
+  a = str(tmp_path / "a.tfrecord")
+  alias = str(tmp_path / "sub" / ".." / "a.tfrecord")
+  os.makedirs(tmp_path / "sub")
+  result = _run(tmp_path, vocab, [a, alias])
+  _assert_one_line_error(result, f"--output_file: {alias!r} is given twice (as {a!r} too)")
+  assert _tree(tmp_path) == []
+
+
+def test_an_output_equal_to_an_input_or_the_vocab_is_an_error(tmp_path, vocab):
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_bytes(open(SOTU, "rb").read())
+  before = _digest(corpus), _digest(vocab)
+  result = _run(tmp_path, vocab, [str(tmp_path / "ok.tfrecord"), str(corpus)], str(corpus))
+  _assert_one_line_error(
+      result, f"--output_file: {str(corpus)!r} would overwrite --input_file {str(corpus)!r}")
+  result = _run(tmp_path, vocab, [vocab], str(corpus))
+  _assert_one_line_error(result, f"--output_file: {vocab!r} would overwrite --vocab_file {vocab!r}")
+  assert (_digest(corpus), _digest(vocab)) == before
+  assert _tree(tmp_path) == ["corpus.txt"]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_an_output_that_is_a_directory_fails_before_anything_is_written(tmp_path, vocab, workers):
+  os.makedirs(tmp_path / "d")
+  outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "d")]
+  result = _run(tmp_path, vocab, outputs, SOTU, f"--num_workers={workers}")
+  _assert_one_line_error(result, f"--output_file: {outputs[1]!r} is a directory")
+  assert _tree(tmp_path) == [] and os.listdir(tmp_path) == ["d"]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_missing_output_folder_is_made_in_both_modes(tmp_path, vocab, workers):
+  out = str(tmp_path / "new" / "deeper" / "a.tfrecord")
+  result = _run(tmp_path, vocab, [out], SOTU, f"--num_workers={workers}")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert _tree(tmp_path) == ["new/deeper/a.tfrecord"]
+
+
+def test_an_output_folder_that_cannot_be_made_is_an_error(tmp_path, vocab):
+  # A file where the folder should be: fails for root too (unlike a chmod'ed folder).
+  (tmp_path / "plain").write_text("user data\n")
+  out = str(tmp_path / "plain" / "a.tfrecord")
+  result = _run(tmp_path, vocab, [out])
+  _assert_one_line_error(result, f"--output_file: cannot make the folder of {out!r}: "
+                                 "File exists")
+  assert _tree(tmp_path) == ["plain"]
+  assert (tmp_path / "plain").read_text() == "user data\n"
+
+
+def test_a_directory_as_input_is_an_error(tmp_path, vocab):
+  os.makedirs(tmp_path / "corpus")
+  result = _run(tmp_path, vocab, [str(tmp_path / "a.tfrecord")], str(tmp_path / "corpus"))
+  _assert_one_line_error(result, f"--input_file: {str(tmp_path / 'corpus')!r} is a directory, "
+                                 "not a file")
+  assert _tree(tmp_path) == []
