@@ -70,6 +70,8 @@ def main(argv):
   output_files = [f for f in FLAGS.output_file.split(",") if f]
   output_checks.check_outputs(output_files, pretraining.expand_input_files(FLAGS.input_file),
                               FLAGS.vocab_file)
+  for path in output_checks.remove_leftovers(output_files):
+    logging.info("removed %s, left by an interrupted run", path)
 
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length,

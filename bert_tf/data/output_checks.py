@@ -6,6 +6,8 @@ records silently lost when one path is given twice).
 """
 
 import os
+import re
+import shutil
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
@@ -59,3 +61,45 @@ def check_outputs(output_files, input_files=(), vocab_file=None):
     if not os.access(parent, os.W_OK | os.X_OK):
       raise BertTfError(f"--output_file: the folder of {path!r} is not writable")
   return list(output_files)
+
+
+# Our own temporary names only: fileio.temp_name's "<output>.tmp-<pid>-<8 hex>" and
+# tempfile's ".bert_tf-shards-<8 of [a-z0-9_]>" spill directories (pretraining._spill_dir).
+_SPILL = re.compile(r"\.bert_tf-shards-[a-z0-9_]{8}")
+
+
+def remove_leftovers(output_files):
+  """Removes what a killed run of the same command left beside ``output_files``: their
+  ``fileio.temp_name`` temp files and the spill directories of sharded mode. Names that do not
+  match those patterns exactly (a user's files) are left alone.
+
+  Returns:
+    The removed paths (list of str, sorted).
+  """
+  removed = []
+  folders = set()
+  for path in output_files:
+    if fileio.is_remote(path):
+      continue
+    folder = os.path.dirname(os.path.abspath(path))
+    folders.add(folder)
+    temp = re.compile(re.escape(os.path.basename(path)) + r"\.tmp-\d+-[0-9a-f]{8}")
+    for name in _names(folder):
+      full = os.path.join(folder, name)
+      if temp.fullmatch(name) and os.path.isfile(full):
+        os.remove(full)
+        removed.append(full)
+  for folder in folders:
+    for name in _names(folder):
+      full = os.path.join(folder, name)
+      if _SPILL.fullmatch(name) and os.path.isdir(full) and not os.path.islink(full):
+        shutil.rmtree(full, ignore_errors=True)
+        removed.append(full)
+  return sorted(removed)
+
+
+def _names(folder):
+  try:
+    return os.listdir(folder)
+  except OSError:
+    return []

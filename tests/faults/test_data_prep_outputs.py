@@ -104,3 +104,23 @@ def test_a_directory_as_input_is_an_error(tmp_path, vocab):
   _assert_one_line_error(result, f"--input_file: {str(tmp_path / 'corpus')!r} is a directory, "
                                  "not a file")
   assert _tree(tmp_path) == []
+
+
+def test_leftovers_of_a_killed_run_are_removed_and_user_files_kept(tmp_path, vocab):
+  out = tmp_path / "a.tfrecord"
+  (tmp_path / "a.tfrecord.tmp-1234-0123abcd").write_bytes(b"partial")
+  os.makedirs(tmp_path / ".bert_tf-shards-ab_12xyz" / "x")
+  (tmp_path / ".bert_tf-shards-ab_12xyz" / "x" / "s").write_bytes(b"spill")
+  user = {"a.tfrecord.tmp-notes.txt": b"mine", "b.tfrecord.tmp-1234-0123abcd": b"other output",
+          ".bert_tf-shards-mine.txt": b"mine too"}
+  for name, data in user.items():
+    (tmp_path / name).write_bytes(data)
+  expected_dir = tmp_path / "clean"
+  os.makedirs(expected_dir)
+  clean = _run(tmp_path, vocab, [str(expected_dir / "a.tfrecord")], SOTU, "--num_workers=2")
+  assert clean.returncode == 0, clean.stderr[-2000:]
+  result = _run(tmp_path, vocab, [str(out)], SOTU, "--num_workers=2")
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path)) == sorted([*user, "a.tfrecord", "clean"])
+  assert {n: (tmp_path / n).read_bytes() for n in user} == user
+  assert _digest(out) == _digest(expected_dir / "a.tfrecord")
