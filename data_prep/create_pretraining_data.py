@@ -83,10 +83,11 @@ def main(argv):
       random_seed=FLAGS.random_seed)
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  summary = pretraining.create_pretraining_data(
-      FLAGS.input_file, output_files, tokenizer, options,
-      num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-      skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  with output_checks.os_errors_as_bert_tf_errors():
+    summary = pretraining.create_pretraining_data(
+        FLAGS.input_file, output_files, tokenizer, options,
+        num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+        skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
   for line in summary.lines_of_text():
     logging.info("%s", line)
 

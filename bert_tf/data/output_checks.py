@@ -5,6 +5,7 @@ command fails at once and writes nothing (rather than after minutes of work, or 
 records silently lost when one path is given twice).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -103,3 +104,14 @@ def _names(folder):
     return os.listdir(folder)
   except OSError:
     return []
+
+
+@contextlib.contextmanager
+def os_errors_as_bert_tf_errors():
+  """An ``OSError`` (a full disk, a folder made read-only meanwhile) becomes a one-line
+  ``BertTfError`` naming the file; the writers have discarded their temp files by then."""
+  try:
+    yield
+  except OSError as e:
+    where = f"{e.filename}: " if e.filename else ""
+    raise BertTfError(f"{where}{e.strerror or e}") from None

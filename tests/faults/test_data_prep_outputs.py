@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 
@@ -124,3 +125,22 @@ def test_leftovers_of_a_killed_run_are_removed_and_user_files_kept(tmp_path, voc
   assert sorted(os.listdir(tmp_path)) == sorted([*user, "a.tfrecord", "clean"])
   assert {n: (tmp_path / n).read_bytes() for n in user} == user
   assert _digest(out) == _digest(expected_dir / "a.tfrecord")
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, vocab, workers):
+  out = str(tmp_path / "a.tfrecord")
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT_ENOSPC_AFTER_BYTES": "1000"}
+  result = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "data_prep", PROG), f"--input_file={SOTU}",
+       f"--output_file={out}", f"--vocab_file={vocab}", "--dupe_factor=1",
+       "--max_seq_length=32", "--max_predictions_per_seq=5", f"--num_workers={workers}"],
+      capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  # The first file to fill the disk: the output's temp file, or (sharded) a worker's spill file.
+  failed = (re.escape(out) + r"\.tmp-\d+-[0-9a-f]{8}" if workers == "0" else
+            re.escape(str(tmp_path)) + r"/\.bert_tf-shards-[a-z0-9_]{8}/shard-\d+-\d+\.records")
+  assert re.fullmatch(f"{PROG}: error: {failed}: No space left on device", last), last
+  assert os.listdir(tmp_path) == []
