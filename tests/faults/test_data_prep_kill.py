@@ -20,7 +20,7 @@ SOTU = str(FIXTURES / "pretraining" / "sotu_sample.txt")
 def _command(vocab, outputs, workers):
   return [sys.executable, os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
           f"--input_file={SOTU}", f"--output_file={','.join(outputs)}", f"--vocab_file={vocab}",
-          "--dupe_factor=4", "--max_seq_length=32", "--max_predictions_per_seq=5",
+          "--dupe_factor=30", "--max_seq_length=32", "--max_predictions_per_seq=5",
           f"--num_workers={workers}", "--shard_size_mb=0.01"]
 
 
@@ -46,7 +46,7 @@ def test_killed_then_rerun_gives_the_uninterrupted_output(tmp_path, uncased_voca
   # falls before, during or after the writing depending on the seed and the machine.
   proc = subprocess.Popen(command, cwd=ROOT, env=_ENV, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
-  time.sleep(random.Random(seed).uniform(0.5, 4.0))
+  time.sleep(random.Random(seed).uniform(0.1, 0.45))
   try:
     os.killpg(proc.pid, signal.SIGKILL)
   except ProcessLookupError:
