@@ -90,7 +90,15 @@ def main(argv):
     beam_options = pretraining_beam.pipeline_options(FLAGS.runner, beam_args,
                                                      FLAGS.num_workers)
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pretraining  # pylint: disable=import-outside-toplevel
+
+  # Bad output paths fail here, before any work and before anything is written.
+  output_files = [f for f in FLAGS.output_file.split(",") if f]
+  output_checks.check_outputs(output_files, pretraining.expand_input_files(FLAGS.input_file),
+                              FLAGS.vocab_file)
+  for path in output_checks.remove_leftovers(output_files):
+    logging.info("removed %s, left by an interrupted run", path)
 
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length,
@@ -102,16 +110,17 @@ def main(argv):
       random_seed=FLAGS.random_seed)
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  if beam_options is not None:
-    summary = pretraining_beam.create_pretraining_data_beam(
-        FLAGS.input_file, FLAGS.output_file, tokenizer, options, beam_options=beam_options,
-        shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-        skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
-  else:
-    summary = pretraining.create_pretraining_data(
-        FLAGS.input_file, FLAGS.output_file, tokenizer, options,
-        num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-        skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  with output_checks.os_errors_as_bert_tf_errors():
+    if beam_options is not None:
+      summary = pretraining_beam.create_pretraining_data_beam(
+          FLAGS.input_file, output_files, tokenizer, options, beam_options=beam_options,
+          shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+          skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+    else:
+      summary = pretraining.create_pretraining_data(
+          FLAGS.input_file, output_files, tokenizer, options,
+          num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+          skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
   for line in summary.lines_of_text():
     logging.info("%s", line)
 
