@@ -172,7 +172,11 @@ def assert_same_batch(where, named, dims=1):
   ids). Without it a [1] text_a beside a [3] text_b is broadcast (3 pairs of one text_a)
   and [B, S] ids of different shapes fail deep in the model; with it the call raises
   ``InvalidArgumentError`` "``where``: text_b has batch size 3 but text_a has batch size 1
-  (...)". Asserts are stateful ops: a ``tf.function`` (a SavedModel signature) runs them.
+  (...)".
+
+  Returns:
+    the tensors of ``named``, in order, made to wait for the check (otherwise an op computed
+    from them may fail first, with its raw shape error).
   """
   def leading(x):
     if isinstance(x, tf.RaggedTensor):
@@ -182,12 +186,16 @@ def assert_same_batch(where, named, dims=1):
   what = "batch size" if dims == 1 else "shape"
   first_name, first = named[0]
   first_size = leading(first)
+  checks = []
   for name, x in named[1:]:
     size = leading(x)
-    tf.debugging.Assert(
+    checks.append(tf.debugging.Assert(
         tf.reduce_all(tf.equal(size, first_size)),
         [tf.strings.format(f"{where}: {name} has {what} {{}} but {first_name} has {what} {{}} "
-                           "(one row per example in each)", (size, first_size))])
+                           "(one row per example in each)", (size, first_size))]))
+  checks = [c for c in checks if c is not None]  # Eagerly, Assert has raised or passed.
+  with tf.control_dependencies(checks):
+    return [tf.nest.map_structure(tf.identity, x, expand_composites=True) for _, x in named]
 
 
 def _vocabulary_list(vocabulary):
@@ -401,8 +409,9 @@ class BertPreprocessor(keras.layers.Layer):
     if isinstance(inputs, (list, tuple)):
       if len(inputs) != 2:
         raise BertTfError(f"BertPreprocessor takes one or two text segments, got {len(inputs)}")
-      assert_same_batch("BertPreprocessor", [("text_a", inputs[0]), ("text_b", inputs[1])])
-      ids_a, ids_b = self.tokenize(inputs[0]), self.tokenize(inputs[1])
+      text_a, text_b = assert_same_batch("BertPreprocessor",
+                                         [("text_a", inputs[0]), ("text_b", inputs[1])])
+      ids_a, ids_b = self.tokenize(text_a), self.tokenize(text_b)
     else:
       ids_a, ids_b = self.tokenize(inputs), None
     return self.pack(ids_a, ids_b)
@@ -419,7 +428,9 @@ class BertPreprocessor(keras.layers.Layer):
     if ids_b is None:
       ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
     else:
-      assert_same_batch("BertPreprocessor.pack", [("ids_a", ids_a), ("ids_b", ids_b)])
+      ids_a, ids_b = assert_same_batch("BertPreprocessor.pack",
+                                       [("ids_a", ids_a), ("ids_b", ids_b)])
+      len_a = ids_a.row_lengths()                                             # [B]
     len_b = ids_b.row_lengths()                                               # [B]
     has_b = len_b > 0
     pair_a, pair_b = truncated_pair_lengths(len_a, len_b, seq_length - 3)

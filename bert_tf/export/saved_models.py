@@ -238,8 +238,8 @@ class ClassifierModule(_Assets):
   def serve_ids(self, input_word_ids, input_mask, input_type_ids):
     inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
               "input_type_ids": input_type_ids}
-    assert_same_batch("serve_ids", list(inputs.items()), dims=2)
-    return self._outputs(inputs)
+    checked = assert_same_batch("serve_ids", list(inputs.items()), dims=2)
+    return self._outputs(dict(zip(inputs, checked)))
 
   def signatures(self):
     return {"serving_default": self.serve_text, "serve_text": self.serve_text,
@@ -264,8 +264,8 @@ class EncoderModule(_Assets):
     self._add_assets(vocab_file, do_lower_case)
 
   def _encode(self, inputs, training=False):
-    assert_same_batch("encoder", [(k, inputs[k]) for k in _IDS], dims=2)
-    outputs = self.encoder({k: inputs[k] for k in _IDS}, training=training)
+    checked = assert_same_batch("encoder", [(k, inputs[k]) for k in _IDS], dims=2)
+    outputs = self.encoder(dict(zip(_IDS, checked)), training=training)
     return {"sequence_output": outputs["sequence_output"],
             "pooled_output": outputs["pooled_output"],
             "default": outputs["pooled_output"],

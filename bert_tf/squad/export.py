@@ -117,8 +117,8 @@ class QuestionAnswerer(tf.Module):
       the answer is not a span).
     """
     S = self.max_seq_length  # pylint: disable=invalid-name
-    preprocessing.assert_same_batch("question_answerer",
-                                    [("question", question), ("context", context)])
+    question, context = preprocessing.assert_same_batch(
+        "question_answerer", [("question", question), ("context", context)])
     num_pairs = tf.shape(question, out_type=tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]  # [B, (Q)]
     doc_ids, doc_begin, doc_end = self.preprocessor.tokenize_with_offsets(context)  # [B, (T)]
