@@ -115,6 +115,8 @@ class QuestionAnswerer(tf.Module):
     score [B] float64: start + end logit of the answer (v2.0 "": the null score).
     answer_start, answer_end [B] int64: code point offsets into the context (-1 when
       the answer is not a span).
+    B may be 0 (outputs of shape [0]), and every context may be empty (F = 0). A question
+    and a context batch of different sizes raise InvalidArgumentError naming both.
     """
     S = self.max_seq_length  # pylint: disable=invalid-name
     question, context = preprocessing.assert_same_batch(
