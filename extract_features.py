@@ -43,6 +43,8 @@ def main(argv):
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   config = checkpoints.load_config(FLAGS.bert_config_file)
+  tokenization.check_vocab_size(FLAGS.vocab_file, len(tokenizer.vocab), config.vocab_size,
+                                FLAGS.bert_config_file)
   model = BertModel(config)
   checkpoints.load_weights(model, FLAGS.init_checkpoint)  # logs what was loaded
   count = extract.extract_features(model, tokenizer, FLAGS.input_file, FLAGS.output_file,

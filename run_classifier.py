@@ -55,7 +55,11 @@ flags.DEFINE_bool("tfds", False, "Read the GLUE task from tensorflow-datasets (g
                   "prepared beforehand; nothing is downloaded) instead of --data_dir's files.")
 flags.DEFINE_string("export_dir", None,
                     "Also write SavedModels here: classifier/ (raw text or ids in, "
-                    "probabilities and labels out), encoder/ and preprocessor/ (TF Hub layout).")
+                    "probabilities and labels out), encoder/ and preprocessor/ (TF Hub layout). "
+                    "It must be a new or empty folder, not --output_dir (nothing is deleted).")
+flags.DEFINE_bool("overwrite_export", False,
+                  "Replace a previous export at --export_dir (only an export: a folder with "
+                  "other files is never replaced).")
 flags.DEFINE_list("labels", None, "User task: label names in id order (default: labels.txt "
                   "in --data_dir, else the sorted labels of train).")
 flags.DEFINE_bool("is_regression", False, "User task: float labels, one output, squared-error "
@@ -103,7 +107,7 @@ def main(argv):
       allow_empty_text=FLAGS.allow_empty_text, seed=FLAGS.seed,
       classifier_dropout=FLAGS.classifier_dropout,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
-      progress=print)
+      overwrite_export=FLAGS.overwrite_export, progress=print)
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):

@@ -72,7 +72,11 @@ flags.DEFINE_bool("do_eval", False,
                   "--version_2_with_negative): eval_results.json, eval_results.txt.")
 flags.DEFINE_string("export_dir", None,
                     "Also write a question-answering SavedModel here: question and context "
-                    "strings in, answer text, score and character offsets out.")
+                    "strings in, answer text, score and character offsets out. It must be a "
+                    "new or empty folder, not --output_dir (nothing is deleted).")
+flags.DEFINE_bool("overwrite_export", False,
+                  "Replace a previous export at --export_dir (only an export: a folder with "
+                  "other files is never replaced).")
 flags.DEFINE_integer("seed", None, "Random seed (head initialisation, dropout, data order).")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir.")
 flags.DEFINE_bool("export_google_checkpoint", True,
@@ -112,7 +116,7 @@ def main(argv):
       version_2_with_negative=FLAGS.version_2_with_negative,
       null_score_diff_threshold=FLAGS.null_score_diff_threshold, seed=FLAGS.seed,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
-      progress=print)
+      overwrite_export=FLAGS.overwrite_export, progress=print)
   if "predict" in results:
     for path in results["predict"]["files"].values():
       print(f"***** Wrote {path} *****")

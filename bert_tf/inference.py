@@ -186,9 +186,7 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
     if not tf.io.gfile.exists(vocab_file):
       raise BertTfError(f"no vocab.txt in {folder!r} (pass vocab_file=, or --vocab_file)")
   vocab = tokenization.load_vocab(vocab_file)
-  if len(vocab) > config.vocab_size:
-    raise BertTfError(f"{vocab_file} has {len(vocab)} tokens but {config_file} says vocab_size "
-                      f"{config.vocab_size} (do they belong together?)")
+  tokenization.check_vocab_size(vocab_file, len(vocab), config.vocab_size, config_file)
 
   weights = path if not tf.io.gfile.isdir(path) else None
   lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights)

@@ -164,6 +164,40 @@ def truncated_pair_lengths(length_a, length_b, max_length):
   return tf.where(fits, length_a, new_a), tf.where(fits, length_b, new_b)
 
 
+def assert_same_batch(where, named, dims=1):
+  """Checks in the graph that tensors agree on their first ``dims`` dimensions.
+
+  ``named``: (name, tensor) pairs, dense or ragged (ragged: dims=1, the row count); each is
+  compared with the first. dims=1 compares batch sizes ([B] texts), dims=2 shapes ([B, S]
+  ids). Without it a [1] text_a beside a [3] text_b is broadcast (3 pairs of one text_a)
+  and [B, S] ids of different shapes fail deep in the model; with it the call raises
+  ``InvalidArgumentError`` "``where``: text_b has batch size 3 but text_a has batch size 1
+  (...)".
+
+  Returns:
+    the tensors of ``named``, in order, made to wait for the check (otherwise an op computed
+    from them may fail first, with its raw shape error).
+  """
+  def leading(x):
+    if isinstance(x, tf.RaggedTensor):
+      return x.nrows(out_type=tf.int64)
+    size = tf.shape(x, out_type=tf.int64)
+    return size[0] if dims == 1 else size[:dims]
+  what = "batch size" if dims == 1 else "shape"
+  first_name, first = named[0]
+  first_size = leading(first)
+  checks = []
+  for name, x in named[1:]:
+    size = leading(x)
+    checks.append(tf.debugging.Assert(
+        tf.reduce_all(tf.equal(size, first_size)),
+        [tf.strings.format(f"{where}: {name} has {what} {{}} but {first_name} has {what} {{}} "
+                           "(one row per example in each)", (size, first_size))]))
+  checks = [c for c in checks if c is not None]  # Eagerly, Assert has raised or passed.
+  with tf.control_dependencies(checks):
+    return [tf.nest.map_structure(tf.identity, x, expand_composites=True) for _, x in named]
+
+
 def _vocabulary_list(vocabulary):
   """A vocab file path or a token list -> tokens in id order (as ``load_vocab`` assigns ids)."""
   if isinstance(vocabulary, (str, os.PathLike)):
@@ -375,7 +409,9 @@ class BertPreprocessor(keras.layers.Layer):
     if isinstance(inputs, (list, tuple)):
       if len(inputs) != 2:
         raise BertTfError(f"BertPreprocessor takes one or two text segments, got {len(inputs)}")
-      ids_a, ids_b = self.tokenize(inputs[0]), self.tokenize(inputs[1])
+      text_a, text_b = assert_same_batch("BertPreprocessor",
+                                         [("text_a", inputs[0]), ("text_b", inputs[1])])
+      ids_a, ids_b = self.tokenize(text_a), self.tokenize(text_b)
     else:
       ids_a, ids_b = self.tokenize(inputs), None
     return self.pack(ids_a, ids_b)
@@ -391,6 +427,10 @@ class BertPreprocessor(keras.layers.Layer):
     len_a = ids_a.row_lengths()                                               # [B]
     if ids_b is None:
       ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+    else:
+      ids_a, ids_b = assert_same_batch("BertPreprocessor.pack",
+                                       [("ids_a", ids_a), ("ids_b", ids_b)])
+      len_a = ids_a.row_lengths()                                             # [B]
     len_b = ids_b.row_lengths()                                               # [B]
     has_b = len_b > 0
     pair_a, pair_b = truncated_pair_lengths(len_a, len_b, seq_length - 3)

@@ -229,6 +229,26 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
       f"{model_name} is a {case_name} model, so pass --do_lower_case={opposite}")
 
 
+def check_vocab_size(vocab_file, num_tokens, vocab_size, config_file=None):
+  """Raises a one-line ``BertTfError`` unless the vocab has exactly ``vocab_size`` tokens.
+
+  Token id i is row i of the model's embedding table, so a vocab and a config that belong
+  together have the same size. A smaller vocab loads without any error and leaves rows no
+  text can reach (fill-mask then predicts ids that have no word); a larger one gives ids
+  beyond the table. Either means the vocab is of another model.
+
+  Args:
+    vocab_file: the vocab.txt (for the message).
+    num_tokens: its number of tokens (``len(load_vocab(vocab_file))``).
+    vocab_size: the config's ``vocab_size``.
+    config_file: the config file, if known (for the message).
+  """
+  if num_tokens != vocab_size:
+    config = f"the BERT config {config_file!r}" if config_file else "the BERT config"
+    raise BertTfError(f"vocab file {vocab_file!r} has {num_tokens} tokens but {config} says "
+                      f"vocab_size {vocab_size}: they are not of the same model")
+
+
 # --- tokenizers ---------------------------------------------------------------------------------
 
 class BasicTokenizer:

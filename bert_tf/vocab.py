@@ -161,9 +161,14 @@ def build_vocab(input_files, vocab_file, vocab_size, do_lower_case=True, num_unu
     The vocab (list of tokens in id order), as written.
 
   Raises:
-    BertTfError: a pattern matches no file, or ``vocab_size`` is too small.
+    BertTfError: a pattern matches no file, the files hold no word (empty, or blank), or
+      ``vocab_size`` is too small. Nothing is written then.
   """
   counts = count_words(_read_lines(input_files), do_lower_case=do_lower_case)
+  if not counts:
+    # A vocab of the special tokens alone would tokenize every text to [UNK].
+    raise BertTfError(f"no words in --input_file {','.join(input_files)!r} (empty or blank "
+                      "files): no vocab to learn, nothing written")
   vocab = learn_vocab(counts, vocab_size, num_unused_tokens=num_unused_tokens,
                       min_pair_count=min_pair_count)
   with fileio.atomic_write(vocab_file, "w") as f:

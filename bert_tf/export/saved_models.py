@@ -36,7 +36,15 @@ Preprocessor (``export_preprocessor``), as TF Hub's BERT preprocessors:
   text_b).
 
 Every export is written to a temporary directory beside its target and renamed into place
-when whole (``write_atomically``), replacing an older export of the same path.
+when whole (``write_atomically``). Nothing the user had is deleted (``check_export_dir``): the
+target may be missing or an empty folder; a previous export of ours (a SavedModel folder, or
+export_all's classifier/encoder/preprocessor) is replaced only with ``overwrite=True``
+(``--overwrite_export``), whole and at once; any other existing path is refused with a
+one-line ``BertTfError``, as is an export_dir that is, or contains, the run's output_dir.
+
+Every signature checks that its inputs hold one row per example each (a ``text_a`` of 1 row
+with a ``text_b`` of 3 would otherwise be broadcast): a mismatch raises
+``InvalidArgumentError`` naming both inputs and their sizes.
 """
 
 import os
@@ -45,7 +53,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import BertPreprocessor, assert_same_batch
 from bert_tf.training.loop import random_states
 
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -61,8 +69,100 @@ _TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 _RAGGED_IDS = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 
 
-def write_atomically(export_dir, write):
-  """Calls ``write(tmp_dir)``, then renames tmp_dir to export_dir (replacing an old one)."""
+# What tf.saved_model.save writes into a SavedModel folder, and export_all's sub-folders.
+_SAVED_MODEL_ENTRIES = frozenset(["saved_model.pb", "fingerprint.pb", "variables", "assets",
+                                  "assets.extra"])
+_EXPORT_ALL_ENTRIES = frozenset(["classifier", "encoder", "preprocessor"])
+
+
+def _entries(path):
+  return {name.rstrip("/") for name in tf.io.gfile.listdir(path)}  # gs:// lists "dir/"
+
+
+def _is_saved_model(path):
+  entries = _entries(path)
+  return "saved_model.pb" in entries and entries <= _SAVED_MODEL_ENTRIES
+
+
+def is_previous_export(path):
+  """True if folder ``path`` holds nothing but an export of ours: one SavedModel, or
+  export_all's classifier/encoder/preprocessor SavedModels (so replacing it loses nothing
+  but that export)."""
+  entries = _entries(path)
+  if entries and entries <= _EXPORT_ALL_ENTRIES:
+    return all(tf.io.gfile.isdir(os.path.join(path, name)) and
+               _is_saved_model(os.path.join(path, name)) for name in entries)
+  return _is_saved_model(path)
+
+
+def _inside(path, folder):
+  """True if ``path`` is ``folder`` or lies under it (both normalised, absolute if local)."""
+  return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _absolute(path):
+  return os.path.normpath(path if fileio.is_remote(path) else os.path.abspath(path))
+
+
+def check_export_dir(export_dir, *, overwrite=False, output_dir=None):
+  """Raises a one-line ``BertTfError`` unless writing an export to ``export_dir`` loses
+  nothing the user had.
+
+  Allowed: a path that does not exist, an empty folder, and (only with ``overwrite``) a
+  previous export of ours (``is_previous_export``). Refused: a file; any other non-empty
+  folder; an export_dir that is ``output_dir`` or contains it (replacing it would take the
+  run's checkpoints along). An export_dir inside output_dir is fine (README's own example:
+  ``--output_dir=mrpc_output --export_dir=mrpc_output/export``).
+
+  Scripts call it before training, so that a bad --export_dir fails in a second, not after
+  the run; ``write_atomically`` calls it again just before it replaces anything.
+  """
+  target = _absolute(export_dir)
+  if output_dir:
+    output = _absolute(output_dir)
+    if target == output:
+      raise BertTfError(f"--export_dir {export_dir!r} is the --output_dir: give the export a "
+                        f"folder of its own, e.g. {os.path.join(output_dir, 'export')!r}")
+    if _inside(output, target):
+      raise BertTfError(f"--export_dir {export_dir!r} contains the --output_dir "
+                        f"{output_dir!r}: give the export a folder of its own, e.g. "
+                        f"{os.path.join(output_dir, 'export')!r}")
+  if not tf.io.gfile.exists(export_dir):
+    return
+  if not tf.io.gfile.isdir(export_dir):
+    raise BertTfError(f"--export_dir {export_dir!r} exists and is not a directory; "
+                      "give a new path")
+  entries = _entries(export_dir)
+  if not entries:
+    return
+  if not is_previous_export(export_dir):
+    raise BertTfError(f"--export_dir {export_dir!r} is a folder with other files in it (e.g. "
+                      f"{sorted(entries)[0]!r}) that an export would replace; nothing was "
+                      f"written: give a new path, e.g. {_new_path(export_dir)!r}")
+  if not overwrite:
+    raise BertTfError(f"--export_dir {export_dir!r} holds a previous export: pass "
+                      "--overwrite_export to replace it, or give a new path")
+
+
+def _new_path(export_dir):
+  """A path that does not exist yet, inside ``export_dir``: a suggestion for the user."""
+  candidate = os.path.join(export_dir, "export")
+  number = 2
+  while tf.io.gfile.exists(candidate):
+    candidate = os.path.join(export_dir, f"export_{number}")
+    number += 1
+  return candidate
+
+
+def write_atomically(export_dir, write, *, overwrite=False):
+  """Calls ``write(tmp_dir)``, then renames tmp_dir to ``export_dir``.
+
+  ``export_dir`` must pass ``check_export_dir`` (a previous export is replaced only with
+  ``overwrite``): it is checked before ``write`` and again before the rename. The old export
+  is renamed aside, the new one renamed in, then the old one removed: at no moment is
+  ``export_dir`` a mix of both. A failed ``write`` leaves everything as it was.
+  """
+  check_export_dir(export_dir, overwrite=overwrite)
   export_dir = os.path.normpath(export_dir)
   parent = os.path.dirname(export_dir)
   if parent:
@@ -70,10 +170,9 @@ def write_atomically(export_dir, write):
   tmp = fileio.temp_name(export_dir)
   try:
     write(tmp)
+    check_export_dir(export_dir, overwrite=overwrite)  # Nothing new appeared meanwhile.
     old = None
     if tf.io.gfile.exists(export_dir):
-      if not tf.io.gfile.isdir(export_dir):
-        raise BertTfError(f"--export_dir {export_dir!r} exists and is not a directory")
       old = fileio.temp_name(export_dir)
       tf.io.gfile.rename(export_dir, old)
     tf.io.gfile.rename(tmp, export_dir)
@@ -137,8 +236,10 @@ class ClassifierModule(_Assets):
 
   @tf.function(input_signature=[_ids_spec(name) for name in _IDS])
   def serve_ids(self, input_word_ids, input_mask, input_type_ids):
-    return self._outputs({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                          "input_type_ids": input_type_ids})
+    inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
+              "input_type_ids": input_type_ids}
+    checked = assert_same_batch("serve_ids", list(inputs.items()), dims=2)
+    return self._outputs(dict(zip(inputs, checked)))
 
   def signatures(self):
     return {"serving_default": self.serve_text, "serve_text": self.serve_text,
@@ -163,7 +264,8 @@ class EncoderModule(_Assets):
     self._add_assets(vocab_file, do_lower_case)
 
   def _encode(self, inputs, training=False):
-    outputs = self.encoder({k: inputs[k] for k in _IDS}, training=training)
+    checked = assert_same_batch("encoder", [(k, inputs[k]) for k in _IDS], dims=2)
+    outputs = self.encoder(dict(zip(_IDS, checked)), training=training)
     return {"sequence_output": outputs["sequence_output"],
             "pooled_output": outputs["pooled_output"],
             "default": outputs["pooled_output"],
@@ -226,44 +328,48 @@ class PreprocessorModule(_Assets):
     return {"serving_default": self.__call__, "serve_text_pair": self.serve_text_pair}
 
 
-def _save(module, export_dir):
+def _save(module, export_dir, overwrite):
   if hasattr(module, "trace"):
     module.trace()
   return write_atomically(
-      export_dir, lambda tmp: tf.saved_model.save(module, tmp, signatures=module.signatures()))
+      export_dir, lambda tmp: tf.saved_model.save(module, tmp, signatures=module.signatures()),
+      overwrite=overwrite)
 
 
 def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
-                      labels=None):
+                      labels=None, overwrite=False):
   """Writes a fine-tuned ``BertClassifier`` as a SavedModel taking raw text or ids.
 
   Args:
     model: a ``bert_tf.modeling.BertClassifier`` (num_labels=1: regression).
-    export_dir: the SavedModel directory (replaced if it exists).
+    export_dir: the SavedModel directory: missing, empty, or (with ``overwrite``) a previous
+      export, replaced whole (``check_export_dir``).
     vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with.
     labels: label names in id order (default "0", "1", ...); ignored for regression.
   Returns:
     export_dir.
   """
   return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels),
-               export_dir)
+               export_dir, overwrite)
 
 
-def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True):
+def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True, overwrite=False):
   """Writes a ``BertModel`` (or a task model's ``.bert``) as a TF Hub-style encoder."""
   encoder = getattr(encoder, "bert", encoder)
-  return _save(EncoderModule(encoder, vocab_file, do_lower_case), export_dir)
+  return _save(EncoderModule(encoder, vocab_file, do_lower_case), export_dir, overwrite)
 
 
-def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128):
+def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
+                        overwrite=False):
   """Writes the in-graph preprocessing as a TF Hub-style preprocessor SavedModel."""
-  return _save(PreprocessorModule(vocab_file, do_lower_case, max_seq_length), export_dir)
+  return _save(PreprocessorModule(vocab_file, do_lower_case, max_seq_length), export_dir,
+               overwrite)
 
 
 def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
-               labels=None):
+               labels=None, overwrite=False):
   """``export_dir/{classifier,encoder,preprocessor}`` from a fine-tuned classifier, written
-  (as a whole) atomically. Returns export_dir."""
+  (as a whole) atomically; ``overwrite`` as ``export_classifier``. Returns export_dir."""
   def write(tmp):
     tf.io.gfile.makedirs(tmp)
     export_classifier(model, os.path.join(tmp, "classifier"), vocab_file=vocab_file,
@@ -273,4 +379,4 @@ def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_len
                    do_lower_case=do_lower_case)
     export_preprocessor(os.path.join(tmp, "preprocessor"), vocab_file=vocab_file,
                         do_lower_case=do_lower_case, max_seq_length=max_seq_length)
-  return write_atomically(export_dir, write)
+  return write_atomically(export_dir, write, overwrite=overwrite)

@@ -115,8 +115,12 @@ class QuestionAnswerer(tf.Module):
     score [B] float64: start + end logit of the answer (v2.0 "": the null score).
     answer_start, answer_end [B] int64: code point offsets into the context (-1 when
       the answer is not a span).
+    B may be 0 (outputs of shape [0]), and every context may be empty (F = 0). A question
+    and a context batch of different sizes raise InvalidArgumentError naming both.
     """
     S = self.max_seq_length  # pylint: disable=invalid-name
+    question, context = preprocessing.assert_same_batch(
+        "question_answerer", [("question", question), ("context", context)])
     num_pairs = tf.shape(question, out_type=tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]  # [B, (Q)]
     doc_ids, doc_begin, doc_end = self.preprocessor.tokenize_with_offsets(context)  # [B, (T)]
@@ -248,19 +252,22 @@ class QuestionAnswerer(tf.Module):
     inside = (g_length > 0) & (p >= g_start) & (p <= g_end)                      # [F, K, N]
     score = (tf.cast(tf.minimum(p - g_start, g_end - p), tf.float64) +
              0.01 * tf.cast(g_length, tf.float64))
-    flat = lambda x: tf.reshape(x, [-1, max_spans])  # noqa: E731
+    # [F*K, N], the row count spelled out: with no feature at all N is 0 as well, and
+    # reshape cannot infer a -1 beside a 0 (every context empty, or a batch of 0 pairs).
+    flat = lambda x: tf.reshape(x, [tf.size(position), max_spans])  # noqa: E731
     _, best, _ = _first_max(flat(score), flat(inside))
     return tf.reshape(best, tf.shape(position)) == span_index[:, None]
 
 
-def export_question_answerer(model, vocab_file, export_dir, **options):
+def export_question_answerer(model, vocab_file, export_dir, *, overwrite=False, **options):
   """Writes the question-answering SavedModel of ``model`` to ``export_dir``.
 
   ``options``: those of ``QuestionAnswerer`` (do_lower_case, max_seq_length, doc_stride,
   max_query_length, n_best_size, max_answer_length, version_2_with_negative,
   null_score_diff_threshold). The SavedModel is written under a temporary name beside
-  ``export_dir`` and renamed when whole (a previous export there is replaced;
-  ``bert_tf.export.write_atomically``).
+  ``export_dir`` and renamed when whole; ``export_dir`` may be missing or empty, or (with
+  ``overwrite``) a previous export, replaced whole: anything else is refused
+  (``bert_tf.export.check_export_dir``).
 
   Serving:
     import tensorflow as tf, tensorflow_text  # registers the WordPiece ops
@@ -277,4 +284,5 @@ def export_question_answerer(model, vocab_file, export_dir, **options):
   signature = answerer.__call__.get_concrete_function()
   return write_atomically(
       export_dir, lambda tmp: tf.saved_model.save(answerer, tmp,
-                                                  signatures={SIGNATURE_KEY: signature}))
+                                                  signatures={SIGNATURE_KEY: signature}),
+      overwrite=overwrite)

@@ -227,7 +227,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    gradient_accumulation_steps=1, dtype="float32", jit_compile=None,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
-                   export_dir=None, classifier_dropout=0.1, progress=None):
+                   export_dir=None, overwrite_export=False, classifier_dropout=0.1,
+                   progress=None):
   """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
@@ -241,7 +242,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   ``test_results_<split>.tsv`` for others) and the GLUE submission files (do_predict);
   after training, ``google/bert_model.ckpt`` (Google's names, ``output_weights``/
   ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``. With
-  ``export_dir``: SavedModels (``bert_tf.export.export_all``).
+  ``export_dir``: SavedModels (``bert_tf.export.export_all``); a previous export there is
+  replaced only with ``overwrite_export``, any other existing content is refused before the
+  run starts (``bert_tf.export.check_export_dir``).
 
   Returns:
     {"train": {...}, "eval": {...}, "predict": {split: test_results path}, "export": dir}
@@ -252,6 +255,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   if not (reads_data or export_dir):
     raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True "
                       "(or --export_dir to export a fine-tuned checkpoint)")
+  if export_dir:
+    from bert_tf import export  # pylint: disable=import-outside-toplevel
+    export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(
         f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
@@ -283,9 +289,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   label_list = processor.get_labels()
   glue_task = processor.task  # The user task's table entry exists once labels are known.
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise BertTfError(f"--vocab_file {vocab_file!r} has {len(tokenizer.vocab)} entries but the "
-                      f"BERT config's vocab_size is {bert_config.vocab_size}")
+  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
 
   def read(split):
     if use_tfds:
@@ -405,6 +409,6 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     results["export"] = export.export_all(
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
-        max_seq_length=max_seq_length, labels=label_list)
+        max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export)
     progress(f"exported SavedModels to {export_dir}")
   return results

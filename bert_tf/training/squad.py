@@ -265,7 +265,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               dtype="float32", jit_compile=None, optimizer_kwargs=None, n_best_size=20,
               max_answer_length=30, verbose_logging=False, version_2_with_negative=False,
               null_score_diff_threshold=0.0, seed=None, export_google_checkpoint=True,
-              export_dir=None, progress=None):
+              export_dir=None, overwrite_export=False, progress=None):
   """Fine-tunes on SQuAD and/or predicts (and scores) answers: ``run_squad.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``init_checkpoint``:
@@ -284,7 +284,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   ``null_odds.json``; with ``do_eval`` the official evaluation's scores of those predictions
   against ``predict_file`` in ``eval_results.json`` (the scripts' JSON) and
   ``eval_results.txt`` (``key = value``, with global_step). With ``export_dir``: the
-  question-answering SavedModel (``bert_tf.squad.export``).
+  question-answering SavedModel (``bert_tf.squad.export``); a previous export there is
+  replaced only with ``overwrite_export``, any other existing content is refused before the
+  run starts (``bert_tf.export.check_export_dir``).
 
   Returns:
     {"train": {...}, "predict": {...}, "eval": {...}, "export": dir} for the phases run.
@@ -298,10 +300,11 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
                predict_batch_size=predict_batch_size,
                gradient_accumulation_steps=gradient_accumulation_steps,
                n_best_size=n_best_size, max_answer_length=max_answer_length)
+  if export_dir:
+    from bert_tf import export  # pylint: disable=import-outside-toplevel
+    export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    raise BertTfError(f"--vocab_file {vocab_file!r} has {len(tokenizer.vocab)} entries but the "
-                      f"BERT config's vocab_size is {bert_config.vocab_size}")
+  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
   tf.io.gfile.makedirs(output_dir)
   if seed is not None:
     keras.utils.set_random_seed(seed)
@@ -406,6 +409,6 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
         max_seq_length=max_seq_length, doc_stride=doc_stride,
         max_query_length=max_query_length, n_best_size=n_best_size,
         max_answer_length=max_answer_length, version_2_with_negative=version_2_with_negative,
-        null_score_diff_threshold=null_score_diff_threshold)
+        null_score_diff_threshold=null_score_diff_threshold, overwrite=overwrite_export)
     progress(f"exported the question-answering SavedModel to {export_dir}")
   return results

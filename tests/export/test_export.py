@@ -245,17 +245,20 @@ def test_write_atomically_replaces_whole_or_not_at_all(tmp_path):
           f.write(text)
     return fn
 
-  export.write_atomically(str(target), write({"a": "1"}))
-  export.write_atomically(str(target), write({"b": "2"}))       # replaces, old files gone
-  assert sorted(os.listdir(target)) == ["b"]
+  # SavedModel-shaped folders (what check_export_dir lets an overwrite replace).
+  export.write_atomically(str(target), write({"saved_model.pb": "1", "fingerprint.pb": "f"}))
+  export.write_atomically(str(target), write({"saved_model.pb": "2"}),  # replaces, old
+                          overwrite=True)                                # files gone
+  assert sorted(os.listdir(target)) == ["saved_model.pb"]
+  assert (target / "saved_model.pb").read_text() == "2"
 
   def fails(tmp):
-    write({"c": "3"})(tmp)
+    write({"saved_model.pb": "3"})(tmp)
     raise RuntimeError("disk full")
 
   with pytest.raises(RuntimeError, match="disk full"):
-    export.write_atomically(str(target), fails)
-  assert sorted(os.listdir(target)) == ["b"]                    # the old export stays whole
+    export.write_atomically(str(target), fails, overwrite=True)
+  assert (target / "saved_model.pb").read_text() == "2"         # the old export stays whole
   assert sorted(os.listdir(tmp_path)) == ["model"]              # no temporary left over
   (tmp_path / "file").write_text("x")
   with pytest.raises(BertTfError, match="exists and is not a directory"):

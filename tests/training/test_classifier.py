@@ -243,8 +243,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path, uncased_vocab, kwargs, need
 
 
 def test_vocab_larger_than_the_model_is_an_error(tmp_path, uncased_vocab):
-  with pytest.raises(BertTfError, match="has 30522 entries but the BERT config's vocab_size "
-                                        "is 99"):
+  with pytest.raises(BertTfError, match="has 30522 tokens but the BERT config says "
+                                        "vocab_size 99"):
     classifier.run_classifier(CONFIG, "MRPC", str(uncased_vocab), str(tmp_path),
                               tf.distribute.get_strategy(), do_eval=True,
                               data_dir=str(FIXTURES / "glue" / "MRPC"), max_seq_length=16)

@@ -1,0 +1,34 @@
+"""Shared by tests/faults/test_export_* and test_vocab_*: run a command as a user would, read
+its one-line error, fingerprint a folder."""
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run_script(*argv, timeout=300):
+  """``python argv...`` from the repository root (``run_squad.py ...``, ``-m bert_tf ...``)
+  -> CompletedProcess with text stdout/stderr."""
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  return subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
+                        cwd=ROOT, env=env, timeout=timeout)
+
+
+def error_line(result):
+  """The error a failed command printed: asserts exit status 1 and no traceback, returns the
+  last line of stderr (TensorFlow's start-up chatter may precede it)."""
+  assert result.returncode == 1, (result.returncode, result.stderr[-3000:])
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  return result.stderr.strip().splitlines()[-1]
+
+
+def digests(folder):
+  """{relative path: sha256 of the bytes} of everything under ``folder`` (None for folders)."""
+  folder = pathlib.Path(folder)
+  return {path.relative_to(folder).as_posix():
+          None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+          for path in sorted(folder.rglob("*"))}

@@ -1,0 +1,166 @@
+"""--export_dir never deletes what the user had (issue 17).
+
+Before: ``write_atomically`` removed whatever was at --export_dir, so ``--export_dir`` equal to
+``--output_dir`` (or any folder of the user's) lost checkpoints, google/, predictions and the
+user's own files, with exit status 0. Now an existing folder is replaced only when it is empty
+or holds nothing but a previous export, and then only with ``--overwrite_export``; the
+export_dir may not be the output_dir or contain it. Each case: the exact exit status, the one
+line on stderr, and the folder's files byte for byte (sha256) afterwards.
+"""
+
+import json
+import os
+import pathlib
+
+import keras
+import pytest
+import tensorflow as tf
+
+from bert_tf import export
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig, BertSpanLabeler
+from bert_tf.squad import export as squad_export
+from tests.faults.support_export import digests, error_line, run_script
+from tests.reference import google_models
+
+CONFIG = google_models.tiny_config_dict(vocab_size=30522, max_position_embeddings=64)
+LENGTHS = ["--max_seq_length=48", "--doc_stride=16", "--max_query_length=12"]
+
+
+def _fill(folder, files):
+  for name, text in files.items():
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+  return folder
+
+
+def _output_dir(tmp_path):
+  """What a finished run leaves in --output_dir, plus a file of the user's."""
+  return _fill(tmp_path / "out", {
+      "checkpoint": 'model_checkpoint_path: "ckpt-4"\n', "ckpt-4.index": "index",
+      "ckpt-4.data-00000-of-00001": "weights", "google/bert_model.ckpt.index": "google",
+      "google/vocab.txt": "[PAD]\n", "eval_results.txt": "eval_accuracy = 0.5\n",
+      "predictions.json": "{}", "my_notes.txt": "do not lose me"})
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("config") / "bert_config.json"
+  path.write_text(json.dumps(CONFIG))
+  return path
+
+
+def test_run_classifier_export_dir_equal_to_output_dir(tmp_path, config_file, uncased_vocab):
+  out = _output_dir(tmp_path)
+  before = digests(tmp_path)
+  result = run_script("run_classifier.py", "--task_name=MRPC", f"--vocab_file={uncased_vocab}",
+                      f"--bert_config_file={config_file}", f"--output_dir={out}",
+                      f"--export_dir={out}/")
+  assert error_line(result) == (
+      f"run_classifier.py: error: --export_dir '{out}/' is the --output_dir: give the export "
+      f"a folder of its own, e.g. '{out}/export'")
+  assert digests(tmp_path) == before
+
+
+def test_run_squad_export_dir_is_a_users_folder(tmp_path, config_file, uncased_vocab):
+  mine = _fill(tmp_path / "mine", {"corpus/wiki.txt": "text", "notes.txt": "mine"})
+  before = digests(tmp_path)
+  result = run_script("run_squad.py", f"--vocab_file={uncased_vocab}",
+                      f"--bert_config_file={config_file}", f"--output_dir={tmp_path / 'out'}",
+                      f"--export_dir={mine}", *LENGTHS)
+  assert error_line(result) == (
+      f"run_squad.py: error: --export_dir '{mine}' is a folder with other files in it (e.g. "
+      f"'corpus') that an export would replace; nothing was written: give a new path, e.g. "
+      f"'{mine}/export'")
+  assert digests(tmp_path) == before  # Nor was --output_dir created: the check comes first.
+
+
+def test_check_export_dir_rules(tmp_path):
+  out = _output_dir(tmp_path)
+  before = digests(tmp_path)
+  refused = {
+      str(tmp_path): f"--export_dir '{tmp_path}' contains the --output_dir '{out}': give the "
+                     f"export a folder of its own, e.g. '{out}/export'",
+      str(out / "google"): f"--export_dir '{out}/google' is a folder with other files in it "
+                           f"(e.g. 'bert_model.ckpt.index') that an export would replace; "
+                           f"nothing was written: give a new path, e.g. '{out}/google/export'",
+      str(out / "my_notes.txt"): f"--export_dir '{out}/my_notes.txt' exists and is not a "
+                                 "directory; give a new path",
+  }
+  for export_dir, message in refused.items():
+    for overwrite in (False, True):  # --overwrite_export replaces exports only.
+      with pytest.raises(BertTfError) as error:
+        export.check_export_dir(export_dir, overwrite=overwrite, output_dir=str(out))
+      assert str(error.value) == message
+  (out / "empty").mkdir()
+  for allowed in ("export", "empty", "new/deeper"):  # Inside output_dir is fine.
+    export.check_export_dir(str(out / allowed), output_dir=str(out))
+  assert digests(tmp_path) == dict(before, **{"out/empty": None})
+
+
+def test_what_counts_as_a_previous_export(tmp_path):
+  single = _fill(tmp_path / "single", {"saved_model.pb": "g", "fingerprint.pb": "f",
+                                       "variables/variables.index": "v", "assets/vocab.txt": "a"})
+  layout = {f"{name}/saved_model.pb": "g" for name in ("classifier", "encoder", "preprocessor")}
+  export_all = _fill(tmp_path / "all", dict(layout, **{"encoder/variables/x.index": "v"}))
+  partial = _fill(tmp_path / "partial", {"classifier/saved_model.pb": "g"})
+  with_notes = _fill(tmp_path / "with_notes", {"saved_model.pb": "g", "README": "mine"})
+  all_with_notes = _fill(tmp_path / "all_with_notes", dict(layout, **{"notes.txt": "mine"}))
+  no_graph = _fill(tmp_path / "no_graph", {"classifier/variables/x.index": "v"})
+  for folder in (single, export_all, partial):
+    assert export.is_previous_export(str(folder)), folder
+    with pytest.raises(BertTfError, match=r"holds a previous export: pass --overwrite_export "
+                                          r"to replace it, or give a new path$"):
+      export.check_export_dir(str(folder))
+    export.check_export_dir(str(folder), overwrite=True)
+  for folder in (with_notes, all_with_notes, no_graph):
+    assert not export.is_previous_export(str(folder)), folder
+    with pytest.raises(BertTfError, match="is a folder with other files in it"):
+      export.check_export_dir(str(folder), overwrite=True)
+
+
+def _tiny_answerer_model(seed):
+  keras.utils.set_random_seed(seed)
+  return BertSpanLabeler(BertConfig.from_dict(CONFIG))
+
+
+def test_previous_export_replaced_only_with_overwrite_export(tmp_path, config_file,
+                                                              uncased_vocab):
+  """A previous QA export: refused without --overwrite_export (files untouched), replaced
+  whole with it; a write that fails half-way leaves the previous export as it was."""
+  qa = tmp_path / "qa"
+  squad_export.export_question_answerer(_tiny_answerer_model(3), str(uncased_vocab), str(qa),
+                                        max_seq_length=48, doc_stride=16, max_query_length=12)
+  old = digests(qa)
+  assert {"saved_model.pb", "variables/variables.index"} <= set(old)
+  args = ("run_squad.py", f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+          f"--output_dir={tmp_path / 'out'}", f"--export_dir={qa}", "--seed=5", *LENGTHS)
+
+  result = run_script(*args)
+  assert error_line(result) == (
+      f"run_squad.py: error: --export_dir '{qa}' holds a previous export: pass "
+      "--overwrite_export to replace it, or give a new path")
+  assert digests(qa) == old
+  assert sorted(os.listdir(tmp_path)) == ["qa"]
+
+  # A failure half-way through writing the new export (every export goes through
+  # write_atomically): the previous one stays as it was.
+  def write_half_then_fail(tmp):
+    _fill(pathlib.Path(tmp), {"saved_model.pb": "half"})
+    raise OSError("No space left on device")
+  with pytest.raises(OSError, match="No space left on device"):
+    export.write_atomically(str(qa), write_half_then_fail, overwrite=True)
+  assert digests(qa) == old
+  assert sorted(os.listdir(tmp_path)) == ["qa"]  # No temporary left beside it.
+
+  result = run_script(*args, "--overwrite_export")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f"exported the question-answering SavedModel to {qa}" in result.stdout
+  new = digests(qa)
+  assert set(new) == set(old)                                   # The same layout, the
+  assert new["variables/variables.data-00000-of-00001"] != \
+      old["variables/variables.data-00000-of-00001"]            # new weights (seed 5).
+  assert sorted(os.listdir(tmp_path)) == ["out", "qa"]          # No temporary, no old copy.
+  answer = tf.saved_model.load(str(qa))(tf.constant(["Who ran?"]), tf.constant(["Bob ran."]))
+  assert answer["answer_text"].shape == (1,)
