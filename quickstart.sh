@@ -55,6 +55,7 @@ JSON
 for steps in "$FIRST_STEPS" "$TRAIN_STEPS"; do
   run "$PY" run_pretraining.py --input_file="$OUT/pretraining-*.tfrecord" \
     --output_dir="$OUT/pretraining" --bert_config_file="$OUT/bert_config.json" \
+    --vocab_file="$OUT/vocab.txt" \
     --do_train=True --do_eval=True --max_seq_length="$SEQ" \
     --max_predictions_per_seq="$PREDICTIONS" --train_batch_size=32 --eval_batch_size=32 \
     --learning_rate=3e-4 --num_train_steps="$steps" --num_warmup_steps=100 \

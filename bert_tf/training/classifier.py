@@ -303,7 +303,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if wanted and not [s for s in splits if s]:
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
 
-  tf.io.gfile.makedirs(output_dir)
+  # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
+  loop.write_model_files(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression)

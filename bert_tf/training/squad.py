@@ -302,7 +302,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   if len(tokenizer.vocab) > bert_config.vocab_size:
     raise BertTfError(f"--vocab_file {vocab_file!r} has {len(tokenizer.vocab)} entries but the "
                       f"BERT config's vocab_size is {bert_config.vocab_size}")
-  tf.io.gfile.makedirs(output_dir)
+  # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
+  loop.write_model_files(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = SquadTask(bert_config)
