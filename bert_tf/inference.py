@@ -560,6 +560,11 @@ class InferenceModel:
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
     token_pooling, layers, combine = parse_pooling(pooling, layers, combine)
+    last_k = _LAST_K.match(str(pooling))
+    if last_k and int(last_k.group(1)) > self.config.num_hidden_layers:
+      # Said in the user's words: the -K index it expands to is not something they typed.
+      raise BertTfError(f"pooling={pooling} needs {last_k.group(1)} layers; this model has "
+                        f"{self.config.num_hidden_layers}")
     if token_pooling == "pooler":
       self._require(self.has_pooler, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
     indexes = self._layer_indexes(layers if layers is not None else [-1])
