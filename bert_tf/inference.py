@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import progress, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.extract import pack_example
 from bert_tf.modeling import BertPretrainer, checkpoints
@@ -388,7 +388,8 @@ class InferenceModel:
     if batch_size < 1:
       raise BertTfError(f"batch_size must be positive, got {batch_size}")
     order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))
-    for start in range(0, len(order), batch_size):
+    starts = range(0, len(order), batch_size)
+    for start in progress.track(starts, len(starts), "batches"):
       indexes = order[start:start + batch_size]
       word_ids, mask, type_ids = self._features([tokens[i] for i in indexes],
                                                 [segments[i] for i in indexes])

@@ -1,0 +1,43 @@
+"""The progress line: hand-computed rate and ETA on a fake terminal; nothing off a terminal."""
+
+import io
+
+from bert_tf import progress
+
+
+class _Terminal(io.StringIO):
+
+  def isatty(self):
+    return True
+
+
+def _ticks(*times):
+  it = iter(times)
+  return lambda: next(it)
+
+
+def test_rate_and_eta_on_a_terminal():
+  stream = _Terminal()
+  # Start at t=0; the 4 items finish at t=1, 2, 2.2, 4 (the 3rd is within min_interval).
+  items = list(progress.track("abcd", 4, "batches", stream=stream, min_interval=0.5,
+                              clock=_ticks(0.0, 1.0, 2.0, 2.2, 4.0)))
+  assert items == list("abcd")
+  assert stream.getvalue() == ("\rbatches 1/4, 1.0/s, ETA 0:00:03"   # 3 left at 1/s
+                               "\rbatches 2/4, 1.0/s, ETA 0:00:02"
+                               "\rbatches 4/4, 1.0/s, ETA 0:00:00\n")
+
+
+def test_long_eta_is_hours_minutes_seconds():
+  stream = _Terminal()
+  list(progress.track(range(10001), 10001, "batches", stream=stream, min_interval=0.5,
+                      clock=_ticks(0.0, 1.0, *[1.1] * 10000)))
+  assert stream.getvalue().startswith("\rbatches 1/10001, 1.0/s, ETA 2:46:40")  # 10000 s
+
+
+def test_nothing_when_not_a_terminal_or_a_single_batch():
+  stream = io.StringIO()
+  assert list(progress.track(range(5), 5, stream=stream)) == list(range(5))
+  assert stream.getvalue() == ""
+  terminal = _Terminal()
+  assert list(progress.track(range(1), 1, stream=terminal)) == [0]
+  assert terminal.getvalue() == ""
