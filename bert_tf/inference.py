@@ -50,6 +50,10 @@ POOLINGS = ("cls", "mean", "max", "pooler")
 COMBINES = ("mean", "concat", "sum")
 _LAST_K = re.compile(r"^last(\d+)_(mean|concat|sum)$")
 
+# The compiled functions' inputs: [b,s] int32 ids/mask/types (or [b,P] positions), [k] int32.
+_IDS = tf.TensorSpec([None, None], tf.int32)
+_INDEXES = tf.TensorSpec([None], tf.int32)
+
 
 @dataclasses.dataclass
 class BertOutput:
@@ -351,10 +355,24 @@ class InferenceModel:
 
   # --- running the encoder in padded batches ----------------------------------------------
 
-  @tf.function(reduce_retracing=True)
+  # One trace per function, whatever the batch size, length or layer choice: the shapes are
+  # left open in the signatures (reduce_retracing alone still traced each new shape/flag mix
+  # once, and warned about retracing when texts are run one by one).
   def _encoder_fn(self, word_ids, mask, type_ids, output_attentions, layers):
     """``layers``: [k] int32 hidden-state indexes (0 = embeddings) to return, so that only
     those leave the device (a tensor, so that a new choice of layers needs no new trace)."""
+    fn = self._encoder_with_attentions if output_attentions else self._encoder_alone
+    return fn(word_ids, mask, type_ids, layers)
+
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+  def _encoder_alone(self, word_ids, mask, type_ids, layers):
+    return self._encode(word_ids, mask, type_ids, layers, output_attentions=False)
+
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+  def _encoder_with_attentions(self, word_ids, mask, type_ids, layers):
+    return self._encode(word_ids, mask, type_ids, layers, output_attentions=True)
+
+  def _encode(self, word_ids, mask, type_ids, layers, output_attentions):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False,
                        output_attentions=output_attentions)
@@ -365,7 +383,7 @@ class InferenceModel:
       result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
     return result
 
-  @tf.function(reduce_retracing=True)
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _IDS])
   def _masked_lm_fn(self, word_ids, mask, type_ids, positions):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False)
@@ -373,7 +391,7 @@ class InferenceModel:
                                   self.encoder.word_embeddings)  # [b,P,V]
     return tf.nn.softmax(logits, axis=-1)
 
-  @tf.function(reduce_retracing=True)
+  @tf.function(input_signature=[_IDS, _IDS, _IDS])
   def _next_sentence_fn(self, word_ids, mask, type_ids):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False)
