@@ -41,3 +41,19 @@ def test_nothing_when_not_a_terminal_or_a_single_batch():
   terminal = _Terminal()
   assert list(progress.track(range(1), 1, stream=terminal)) == [0]
   assert terminal.getvalue() == ""
+
+
+def test_unknown_total_shows_count_and_rate_only():
+  stream = _Terminal()
+  items = list(progress.track(iter("abc"), None, "eval batches", stream=stream,
+                              min_interval=0.5, clock=_ticks(0.0, 2.0, 4.0, 6.0)))
+  assert items == list("abc")
+  assert stream.getvalue() == ("\reval batches 1, 0.5/s\reval batches 2, 0.5/s"
+                               "\reval batches 3, 0.5/s\n")
+
+
+def test_the_last_count_shows_even_within_the_interval():
+  stream = _Terminal()
+  list(progress.track(iter("ab"), None, "eval batches", stream=stream, min_interval=0.5,
+                      clock=_ticks(0.0, 2.0, 2.1)))
+  assert stream.getvalue() == "\reval batches 1, 0.5/s\reval batches 2, 1.0/s\n"  # 2 / 2.1 s

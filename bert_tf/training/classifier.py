@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, metrics, tokenization
+from bert_tf import fileio, metrics, progress, tokenization
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -161,7 +161,7 @@ def run_inference(strategy, model, task, dataset_fn):
     return sums, strategy.experimental_local_results(gathered)[0]
 
   totals, pieces = None, []
-  for batch in dataset:
+  for batch in progress.track(dataset, None, "eval batches"):
     sums, gathered = step_fn(batch)
     sums = {k: (float(s.numpy()), float(w.numpy())) for k, (s, w) in sums.items()}
     totals = sums if totals is None else {

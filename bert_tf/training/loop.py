@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import progress
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import layers
@@ -300,7 +301,7 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None):
         lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), per_replica)
 
   totals, steps = None, 0
-  for batch in dataset:
+  for batch in progress.track(dataset, max_steps, "eval batches"):
     if max_steps is not None and steps >= max_steps:
       break
     sums = tf.nest.map_structure(lambda x: float(x.numpy()), step_fn(batch))
