@@ -53,6 +53,8 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
     return self._loader.create_module(spec)
 
   def exec_module(self, module):
+    # The real loader from here on (for anything that reads resources through it).
+    module.__loader__ = module.__spec__.loader = self._loader
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
