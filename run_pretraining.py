@@ -43,7 +43,10 @@ flags.DEFINE_bool("use_next_sentence", True, "Train the next-sentence head (Fals
 flags.DEFINE_bool("dynamic_masking", False,
                   "Re-mask every sequence each time it is read (RoBERTa style) instead of "
                   "using the masks stored in the TFRecords; needs --vocab_file.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt, for --dynamic_masking.")
+flags.DEFINE_string("vocab_file", None,
+                    "vocab.txt the data was made with: needed by --dynamic_masking, and copied "
+                    "into --output_dir and its google/ folder (they then load alone with "
+                    "bert_tf.load / --model).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "With --dynamic_masking: fraction masked.")
 flags.DEFINE_bool("export_google_checkpoint", True,
                   "After training, also write output_dir/google/bert_model.ckpt in Google's "
@@ -93,7 +96,8 @@ def main(argv):
       jit_compile=loop["jit_compile"], optimizer_kwargs=training_flags.optimizer_kwargs(FLAGS),
       use_next_sentence=FLAGS.use_next_sentence, dynamic_masking=dynamic_masking,
       seed=FLAGS.seed, export_google_checkpoint=FLAGS.export_google_checkpoint,
-      peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None, progress=print)
+      peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None,
+      vocab_file=FLAGS.vocab_file, progress=print)
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):

@@ -21,8 +21,11 @@ import sys
 
 import numpy as np
 
-# As in bert_tf.cli: TensorFlow's C++ start-up chatter is noise for a script's user.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bert_tf import quiet
+
+# As in bert_tf.cli: TensorFlow's C++ start-up chatter and INFO lines are noise for the user
+# (--verbosity=N brings them back).
+quiet.setup()
 
 from bert_tf.errors import BertTfError  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -61,6 +64,9 @@ def _parser():
   common.add_argument("--max_seq_length", type=int, default=None,
                       help="Longest input in word pieces (default: the model's limit).")
   common.add_argument("--batch_size", type=int, default=32)
+  common.add_argument("--verbosity", "-v", "--v", type=int, default=None,
+                      help="Show TensorFlow's and bert_tf's log lines (absl levels: 0 = INFO, "
+                           "1 = also debug); quiet without it.")
 
   texts = argparse.ArgumentParser(add_help=False)
   texts.add_argument("--input_file", default=None,
@@ -262,6 +268,9 @@ _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": 
 def main(argv=None, out=None):
   """Runs one subcommand; returns the exit status (0, or 1 after a one-line error)."""
   args = _parser().parse_args(argv)
+  if args.verbosity is not None:
+    from absl import logging  # pylint: disable=import-outside-toplevel
+    logging.set_verbosity(args.verbosity)
   try:
     _COMMANDS[args.command](args, out or sys.stdout)
   except BertTfError as e:

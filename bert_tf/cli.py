@@ -6,8 +6,11 @@ Library code never reads absl FLAGS; each script parses its flags and calls the 
 import os
 import sys
 
-# TensorFlow's C++ start-up chatter (CUDA probing, CPU features) is noise for a script's user.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bert_tf import quiet
+
+# TensorFlow's C++ start-up chatter (CUDA probing, CPU features) and INFO lines are noise for a
+# script's user: silenced before TensorFlow is imported, unless --verbosity/-v asks for them.
+quiet.setup()
 
 from absl import app  # pylint: disable=wrong-import-position
 

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, progress
 from bert_tf.errors import BertTfError
 from bert_tf.tokenization import convert_to_unicode
 
@@ -123,7 +123,8 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
 
   written = 0
   with fileio.atomic_write(output_file) as writer:
-    for start in range(0, len(examples), batch_size):
+    starts = range(0, len(examples), batch_size)
+    for start in progress.track(starts, len(starts), "batches"):
       batch = {k: v[start:start + batch_size] for k, v in features.items()}
       values = encode(batch).numpy()
       for b in range(values.shape[1]):

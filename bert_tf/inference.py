@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import progress, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.extract import pack_example
 from bert_tf.modeling import BertPretrainer, checkpoints
@@ -56,6 +56,10 @@ _WHITESPACE = re.compile(r"[\t\n\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+
 POOLINGS = ("cls", "mean", "max", "pooler")
 COMBINES = ("mean", "concat", "sum")
 _LAST_K = re.compile(r"^last(\d+)_(mean|concat|sum)$")
+
+# The compiled functions' inputs: [b,s] int32 ids/mask/types (or [b,P] positions), [k] int32.
+_IDS = tf.TensorSpec([None, None], tf.int32)
+_INDEXES = tf.TensorSpec([None], tf.int32)
 
 
 @dataclasses.dataclass
@@ -393,10 +397,24 @@ class InferenceModel:
 
   # --- running the encoder in padded batches ----------------------------------------------
 
-  @tf.function(reduce_retracing=True)
+  # One trace per function, whatever the batch size, length or layer choice: the shapes are
+  # left open in the signatures (reduce_retracing alone still traced each new shape/flag mix
+  # once, and warned about retracing when texts are run one by one).
   def _encoder_fn(self, word_ids, mask, type_ids, output_attentions, layers):
     """``layers``: [k] int32 hidden-state indexes (0 = embeddings) to return, so that only
     those leave the device (a tensor, so that a new choice of layers needs no new trace)."""
+    fn = self._encoder_with_attentions if output_attentions else self._encoder_alone
+    return fn(word_ids, mask, type_ids, layers)
+
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+  def _encoder_alone(self, word_ids, mask, type_ids, layers):
+    return self._encode(word_ids, mask, type_ids, layers, output_attentions=False)
+
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+  def _encoder_with_attentions(self, word_ids, mask, type_ids, layers):
+    return self._encode(word_ids, mask, type_ids, layers, output_attentions=True)
+
+  def _encode(self, word_ids, mask, type_ids, layers, output_attentions):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False,
                        output_attentions=output_attentions)
@@ -407,7 +425,7 @@ class InferenceModel:
       result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
     return result
 
-  @tf.function(reduce_retracing=True)
+  @tf.function(input_signature=[_IDS, _IDS, _IDS, _IDS])
   def _masked_lm_fn(self, word_ids, mask, type_ids, positions):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False)
@@ -415,7 +433,7 @@ class InferenceModel:
                                   self.encoder.word_embeddings)  # [b,P,V]
     return tf.nn.softmax(logits, axis=-1)
 
-  @tf.function(reduce_retracing=True)
+  @tf.function(input_signature=[_IDS, _IDS, _IDS])
   def _next_sentence_fn(self, word_ids, mask, type_ids):
     out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
                         "input_type_ids": type_ids}, training=False)
@@ -430,7 +448,8 @@ class InferenceModel:
     if batch_size < 1:
       raise BertTfError(f"batch_size must be positive, got {batch_size}")
     order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))
-    for start in range(0, len(order), batch_size):
+    starts = range(0, len(order), batch_size)
+    for start in progress.track(starts, len(starts), "batches"):
       indexes = order[start:start + batch_size]
       word_ids, mask, type_ids = self._features([tokens[i] for i in indexes],
                                                 [segments[i] for i in indexes])
@@ -602,6 +621,11 @@ class InferenceModel:
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
     token_pooling, layers, combine = parse_pooling(pooling, layers, combine)
+    last_k = _LAST_K.match(str(pooling))
+    if last_k and int(last_k.group(1)) > self.config.num_hidden_layers:
+      # Said in the user's words: the -K index it expands to is not something they typed.
+      raise BertTfError(f"pooling={pooling} needs {last_k.group(1)} layers; this model has "
+                        f"{self.config.num_hidden_layers}")
     if token_pooling == "pooler":
       self._require(self.has_pooler, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
     indexes = self._layer_indexes(layers if layers is not None else [-1])

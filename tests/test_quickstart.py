@@ -1,24 +1,61 @@
-"""The README's main command, shortened: every step runs and leaves its artifact."""
+"""The README's main command, shortened, run once: every step runs and leaves its artifact, the
+scripts print no TensorFlow log lines and nothing twice, the classifier's accuracy comes with
+the majority-class baseline, and the README's "What quickstart made" commands work on its
+outputs."""
 
+import collections
 import os
+import re
+import shlex
 import subprocess
+import sys
+
+import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A glog/absl-formatted line (I/W/E/F, MMDD) and TensorFlow's known start-up noise.
+GLOG = re.compile(r"^[IWEF]\d{4} ")
+NOISE = ("cuInit", "cudart_stub", "InitializeLog", "cpu_feature_guard", "Sharding callback",
+         "signature_serialization", "Assets written", "fingerprint", "INFO:tensorflow")
 
 
-def test_quickstart_runs_end_to_end(tmp_path):
-  import sys
-  env = {**os.environ, "OUT": str(tmp_path / "out"), "PY": sys.executable,
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+  """``(out folder, merged stdout+stderr lines)`` of one tiny quickstart run."""
+  out = tmp_path_factory.mktemp("quickstart") / "out"
+  env = {**os.environ, "OUT": str(out), "PY": sys.executable, "PYTHONUNBUFFERED": "1",
          "FIRST_STEPS": "10", "TRAIN_STEPS": "20", "EPOCHS": "0.1", "VOCAB_SIZE": "600"}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the user's default
   result = subprocess.run(["bash", os.path.join(ROOT, "quickstart.sh")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  out = tmp_path / "out"
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+  assert result.returncode == 0, result.stdout[-6000:]
+  return out, result.stdout.splitlines()
+
+
+def _segments(lines):
+  """{command line: the lines it printed} for each ``$ command`` quickstart ran."""
+  segments, current = {}, None
+  for line in lines:
+    if line.startswith("$ "):
+      current = line
+      segments[current] = []
+    elif current is not None and line.strip():
+      segments[current].append(line)
+  return segments
+
+
+def test_quickstart_runs_end_to_end(quickstart):
+  out, lines = quickstart
   for artifact in ("corpus.txt", "vocab.txt", "pretraining-0.tfrecord", "pretraining-1.tfrecord",
                    "pretraining/eval_results.txt", "pretraining/google/bert_model.ckpt.index",
                    "classifier/eval_results.txt", "saved_model/classifier/saved_model.pb"):
     assert (out / artifact).exists(), artifact
-  lines = result.stdout.splitlines()
+  # Config and vocab travel with the weights (run_pretraining got --vocab_file).
+  for folder in ("pretraining", "pretraining/google", "classifier", "classifier/google"):
+    assert (out / folder / "vocab.txt").read_bytes() == (out / "vocab.txt").read_bytes(), folder
+    assert (out / folder / "bert_config.json").exists(), folder
   assert any(line.startswith("after 10 steps: masked_lm_accuracy") for line in lines)
   assert any(line.startswith("after 20 steps: masked_lm_accuracy") for line in lines)
   assert any("resumed from" in line and "at step 10" in line for line in lines)
@@ -31,3 +68,93 @@ def test_quickstart_runs_end_to_end(tmp_path):
                  "data_prep/create_pretraining_data.py", "run_pretraining.py",
                  "run_classifier.py"):
     assert any(script in line for line in commands), script
+
+
+def test_accuracy_is_shown_beside_the_majority_class_baseline(quickstart):
+  out, lines = quickstart
+  dev = (ROOT + "/tests/fixtures/glue/spam_subjects/dev.tsv")
+  with open(dev, encoding="utf-8") as f:
+    labels = [line.rstrip("\n").split("\t")[-1] for line in f][1:]
+  label, count = collections.Counter(labels).most_common(1)[0]
+  results = dict(line.split(" = ") for line in
+                 (out / "classifier" / "eval_results.txt").read_text().splitlines())
+  expected = (f"classifier accuracy {float(results['eval_accuracy']):.4f}; majority-class "
+              f"baseline {count / len(labels):.4f} (always {label!r}, {count} of "
+              f"{len(labels)} dev examples)")
+  assert expected in lines
+
+
+def test_scripts_print_no_tensorflow_logging_and_nothing_twice(quickstart):
+  """Each command's output (stdout and stderr): no glog-formatted line except the script's
+  own absl INFO lines, none of TensorFlow's known noise, no line twice. The last step is plain
+  TensorFlow (the SavedModel served without bert_tf), which bert_tf does not configure."""
+  _, lines = quickstart
+  segments = _segments(lines)
+  assert len(segments) == 7, list(segments)
+  for command, printed in segments.items():
+    if command.endswith(" -") or " - " in command:
+      continue
+    script = os.path.basename(command.split()[2])
+    for line in printed:
+      assert not (GLOG.match(line) and f" {script}:" not in line), (command, line)
+      assert not any(noise in line for noise in NOISE), (command, line)
+    repeated = [line for line, n in collections.Counter(printed).items() if n > 1]
+    assert not repeated, (command, repeated)
+
+
+def _readme_commands():
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  section = readme.split("### What quickstart made, and how to use it", 1)[1]
+  section = section.split("\n#", 1)[0]
+  block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+  return [line for line in block.splitlines() if line.startswith("python -m bert_tf ")]
+
+
+def test_readme_commands_run_on_quickstart_outputs(quickstart):
+  """The README section's commands, as typed (quickstart_output -> this run's folder), each
+  exit 0 with nothing on stderr; what they write is what the library computes."""
+  out, _ = quickstart
+  commands = _readme_commands()
+  assert len(commands) == 5, commands
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  for command in commands:
+    argv = [a.replace("quickstart_output", str(out)) for a in shlex.split(command)]
+    result = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (command, result.stderr[-3000:])
+    assert result.stderr == "", (command, result.stderr[-3000:])
+    assert result.stdout.strip(), command
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  bert = bert_tf.load(str(out / "pretraining"))
+  np.testing.assert_allclose(
+      np.load(out / "embeddings.npy"),
+      bert.embed(["a list of items", "a tuple of values", "an exception is raised"],
+                 pooling="mean"), atol=1e-5)
+  for name in ("heads.html", "heads.png"):
+    assert (out / name).stat().st_size > 0, name
+  # The classifier's google/ folder has no masked-LM head: one line naming it.
+  result = subprocess.run([sys.executable, "-m", "bert_tf", "fill-mask",
+                           f"--model={out / 'classifier' / 'google'}", "a [MASK] b"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1
+  assert result.stderr == (f"bert_tf fill-mask: error: fill_mask: {out / 'classifier' / 'google'}"
+                           " has no masked-LM head (cls/predictions/*) weights (this checkpoint "
+                           "was saved without its pretraining heads)\n")
+
+
+def test_verbosity_brings_the_logs_back(quickstart):
+  """--verbosity: the quieting is off (the load report and TensorFlow's lines come back)."""
+  out, _ = quickstart
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(
+      [sys.executable, "-m", "bert_tf", "embed", f"--model={out / 'pretraining'}",
+       "--verbosity=1", f"--output_file={out / 'v.npy'}", "a list"],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stderr.splitlines()
+  assert f"DEBUG:absl:loaded 46 variables from {out / 'pretraining'}/ckpt-20" in lines, lines
+  assert any(line.startswith("E0000 ") and "cuInit" in line for line in lines) or any(
+      "cudart_stub" in line or "cpu_feature_guard" in line for line in lines), lines

@@ -166,7 +166,9 @@ def _assign_all(model, values, source, allow_missing_encoder=False, foreign_enco
     variable = targets[name]
     variable.assign(np.asarray(values[name]).astype(variable.dtype))
   report = LoadReport(source, loaded, missing, unexpected)
-  logging.info("%s", report)
+  # At --verbosity=1: the scripts print the report themselves (twice otherwise); callers of
+  # the library get it as the return value.
+  logging.vlog(1, "%s", report)
   return report
 
 

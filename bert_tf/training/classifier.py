@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, metrics, tokenization
+from bert_tf import fileio, metrics, progress, tokenization
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -165,7 +165,7 @@ def run_inference(strategy, model, task, dataset_fn):
     return sums, strategy.experimental_local_results(gathered)[0]
 
   totals, pieces = None, []
-  for batch in dataset:
+  for batch in progress.track(dataset, None, "eval batches"):
     sums, gathered = step_fn(batch)
     sums = {k: (float(s.numpy()), float(w.numpy())) for k, (s, w) in sums.items()}
     totals = sums if totals is None else {
@@ -311,7 +311,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if wanted and not [s for s in splits if s]:
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
 
-  tf.io.gfile.makedirs(output_dir)
+  # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
+  loop.write_model_files(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import progress
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import heads
@@ -400,7 +401,7 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None):
         lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), per_replica)
 
   totals, steps = None, 0
-  for batch in dataset:
+  for batch in progress.track(dataset, max_steps, "eval batches"):
     if max_steps is not None and steps >= max_steps:
       break
     sums = tf.nest.map_structure(lambda x: float(x.numpy()), step_fn(batch))
@@ -618,16 +619,26 @@ def restore_model(model, model_dir_or_checkpoint):
   return path
 
 
+def write_model_files(bert_config, folder, vocab_file=None):
+  """``folder/bert_config.json`` and (when given) ``folder/vocab.txt``, so that the folder
+  loads alone (``bert_tf.load(folder)``, ``python -m bert_tf ... --model=folder``): the config
+  and vocab travel with the weights. Written through temporary names; a vocab that already is
+  ``folder/vocab.txt`` is left as it is."""
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  fileio.makedirs(folder)
+  bert_config.to_json_file(os.path.join(folder, "bert_config.json"))
+  target = os.path.join(folder, "vocab.txt")
+  if vocab_file and os.path.abspath(vocab_file) != os.path.abspath(target):
+    fileio.copy_atomically(vocab_file, target)
+
+
 def export_google_folder(model, bert_config, output_dir, global_step, vocab_file=None):
   """``output_dir/google``: ``bert_model.ckpt`` (Google's names), ``bert_config.json`` and,
   when given, ``vocab.txt``: a folder Google's code, bert_tf and ``bert_tf.load`` all read."""
-  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
   google_dir = os.path.join(output_dir, "google")
   checkpoints.save_google_checkpoint(model, os.path.join(google_dir, "bert_model.ckpt"),
                                      global_step=global_step)
-  bert_config.to_json_file(os.path.join(google_dir, "bert_config.json"))
-  if vocab_file:
-    fileio.copy_atomically(vocab_file, os.path.join(google_dir, "vocab.txt"))
+  write_model_files(bert_config, google_dir, vocab_file)
   return google_dir
 
 

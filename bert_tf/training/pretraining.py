@@ -95,15 +95,17 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                     steps_per_loop=1000, gradient_accumulation_steps=1, dtype="float32",
                     jit_compile=None, optimizer_kwargs=None, use_next_sentence=True,
                     dynamic_masking=None, seed=None, export_google_checkpoint=True,
-                    peak_flops=None, progress=None):
+                    peak_flops=None, vocab_file=None, progress=None):
   """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.
 
   Args mirror the script's flags. ``input_file``: comma-separated files or globs of TFRecords
   made by Google's ``create_pretraining_data.py`` or bert_tf's. ``dynamic_masking``: None, or
-  a dict of ``bert_tf.data.pipeline`` masking options (re-mask on every read).
+  a dict of ``bert_tf.data.pipeline`` masking options (re-mask on every read). ``vocab_file``:
+  the vocab.txt the data was made with, copied beside the checkpoints (optional).
   Returns {"train": {...}, "eval": {...}} for the phases run. Writes checkpoints,
   TensorBoard summaries, ``eval_results.txt`` and (``export_google_checkpoint``) a Google-format
-  ``bert_model.ckpt`` + ``bert_config.json`` under ``output_dir/google``.
+  ``bert_model.ckpt`` + ``bert_config.json`` (+ ``vocab.txt``) under ``output_dir/google``;
+  ``bert_config.json`` (+ ``vocab.txt``) in ``output_dir`` itself.
   """
   import os  # pylint: disable=import-outside-toplevel
 
@@ -111,6 +113,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
 
   from bert_tf import flops  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
@@ -118,6 +121,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
 
   if not do_train and not do_eval:
     raise BertTfError("at least one of --do_train or --do_eval must be True")
+  if vocab_file:
+    fileio.require_file(vocab_file, "vocab file", "vocab_file")
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                       f"{bert_config.max_position_embeddings} of the BERT config")
@@ -126,7 +131,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         f"--train_batch_size {train_batch_size} must divide evenly over "
         f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
         "accumulation step(s)")
-  tf.io.gfile.makedirs(output_dir)
+  # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
+  loop.write_model_files(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = PretrainingTask(bert_config, use_next_sentence=use_next_sentence)
@@ -167,7 +173,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                                      progress=progress)
     if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir,
-                                results["train"]["global_step"])
+                                results["train"]["global_step"], vocab_file)
   elif loop.latest_checkpoint(output_dir):
     loop.restore_model(model, output_dir)
   elif init_checkpoint:

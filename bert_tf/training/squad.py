@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, tokenization
+from bert_tf import fileio, progress, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertSpanLabeler, checkpoints
 from bert_tf.squad import evaluate as squad_evaluate
@@ -151,7 +151,8 @@ def predict(strategy, model, input_file, max_seq_length, batch_size):
     return strategy.run(replica_fn, args=(batch,))
 
   results = []
-  for batch in strategy.distribute_datasets_from_function(dataset_fn):
+  batches = strategy.distribute_datasets_from_function(dataset_fn)
+  for batch in progress.track(batches, None, "predict batches"):
     outputs = step_fn(batch)
     local = {k: np.concatenate([x.numpy() for x in strategy.experimental_local_results(v)])
              for k, v in outputs.items()}
@@ -305,7 +306,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
-  tf.io.gfile.makedirs(output_dir)
+  # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
+  loop.write_model_files(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = SquadTask(bert_config)

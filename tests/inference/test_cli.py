@@ -162,3 +162,19 @@ def test_module_entry_point_prints_one_line_error(tmp_path):
       f"bert_tf embed: error: model not found: '{tmp_path / 'missing'}'")
   assert "Traceback" not in result.stderr
   assert sum("error:" in line for line in result.stderr.splitlines()) == 1
+
+
+def test_last_k_pooling_beyond_the_model_says_what_the_user_typed(tiny_google, tmp_path,
+                                                                   capsys):
+  """last4_mean on a 2-layer model: the message names the flag as typed and the model's
+  depth (not the -4 index it expands to); last2_mean on the same model works."""
+  folder, _ = tiny_google
+  status, _, err = _run(capsys, "embed", f"--model={folder}", "--pooling=last4_mean",
+                        f"--output_file={tmp_path / 'e.npy'}", "a cat.")
+  assert status == 1
+  assert err == ("bert_tf embed: error: pooling=last4_mean needs 4 layers; this model has "
+                 "2\n")
+  assert not (tmp_path / "e.npy").exists()
+  status, _, _ = _run(capsys, "embed", f"--model={folder}", "--pooling=last2_mean",
+                      f"--output_file={tmp_path / 'e.npy'}", "a cat.")
+  assert status == 0 and (tmp_path / "e.npy").exists()

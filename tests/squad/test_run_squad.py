@@ -402,3 +402,12 @@ def test_script_bad_input_exits_1_with_one_line(tmp_path, uncased_vocab):
   assert process.stderr.strip().splitlines()[-1] == (
       f"run_squad.py: error: SQuAD file not found (--train_file): "
       f"'{tmp_path / 'nope.json'}'")
+
+
+def test_output_folders_load_alone(v1_run, capsys):
+  """The output folder and its google/ export open with bert_tf.load / --model alone (config
+  and vocab written beside the weights); no masked-LM head, and fill-mask says so."""
+  from tests.reference import loadable  # pylint: disable=import-outside-toplevel
+  out = v1_run[0] / "out"
+  loadable.assert_folder_loads_alone(out, out / "google", has_masked_lm=False)
+  loadable.assert_fill_mask_names_missing_head(str(out / "google"), capsys)

@@ -198,3 +198,11 @@ def test_bad_input_is_one_line_error(tmp_path, uncased_vocab):
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr
     assert f"run_classifier.py: error: {needle}" in stderr.splitlines()
+
+
+def test_output_folders_load_alone(run, capsys):
+  """The output folder and its google/ export open with bert_tf.load / --model alone (config
+  and vocab written beside the weights); no masked-LM head, and fill-mask says so."""
+  from tests.reference import loadable  # pylint: disable=import-outside-toplevel
+  loadable.assert_folder_loads_alone(run["out"], run["out"] / "google", has_masked_lm=False)
+  loadable.assert_fill_mask_names_missing_head(str(run["out"] / "google"), capsys)

@@ -69,10 +69,11 @@ def _google_export(output_dir):
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def test_pretraining_learns_and_evaluates(workdir, tmp_path):
+def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
   out = tmp_path / "out"
   result = subprocess.run(
-      _command(workdir, out, 40, ["--do_eval=True", "--steps_per_loop=10",
+      _command(workdir, out, 40, [f"--vocab_file={uncased_vocab}",
+                                  "--do_eval=True", "--steps_per_loop=10",
                                   "--save_checkpoints_steps=20", "--max_eval_steps=5",
                                   "--use_tpu=False", "--iterations_per_loop=10"]),
       capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
@@ -101,6 +102,11 @@ def test_pretraining_learns_and_evaluates(workdir, tmp_path):
   assert again.returncode == 0, again.stderr[-3000:]
   assert (out / "eval_results.txt").read_text() == "\n".join(
       f"{k} = {v}" for k, v in sorted(results.items())) + "\n"
+  # --vocab_file travels with the weights: the folder and google/ load alone, heads included.
+  from tests.reference import loadable  # pylint: disable=import-outside-toplevel
+  assert (out / "vocab.txt").read_bytes() == uncased_vocab.read_bytes()
+  bert = loadable.assert_folder_loads_alone(out, out / "google", has_masked_lm=True)
+  assert len(bert.fill_mask("the [MASK] sat.", top_k=3)) == 3
 
 
 def test_killed_run_resumes_to_the_same_weights(workdir, tmp_path):

@@ -1,0 +1,120 @@
+"""Quiet TensorFlow for the scripts and ``python -m bert_tf``: no C++ log lines, no INFO chatter.
+
+Every TensorFlow process otherwise prints 7-35 lines its user did not ask for: the C++ start-up
+lines (``Could not find cuda drivers``, ``E0000 ... failed call to cuInit ... (303)`` on a machine
+without a GPU), which ``TF_CPP_MIN_LOG_LEVEL=2`` does not silence, since TensorFlow 2.21 writes
+the import-time ones through absl's C++ logging before ``absl::InitializeLog()`` (where no level
+applies); and Python INFO lines (``Sharding callback duration`` per checkpoint, SavedModel
+``signature_serialization`` and ``Assets written``, the latter twice: the ``tensorflow`` logger
+has its own handler besides absl's).
+
+Found by experiment (TF 2.21, CPU): ``TF_CPP_MIN_LOG_LEVEL=3`` removes the ``cuInit`` error
+(logged at the first op); the import-time lines go to file descriptor 2 whatever the settings,
+so ``import tensorflow`` runs with descriptor 2 pointed at a temporary file, replayed if the
+import fails; the ``tensorflow`` Python logger is set to WARNING, and absl's handler drops INFO
+records logged from inside TensorFlow's packages (``functional_saver``, ``builder_impl`` and
+``signature_serialization`` log through absl's logger), keeping the scripts' own INFO lines. ``setup`` must run before
+TensorFlow is imported; it changes nothing when the user asked for logs with absl's
+``--verbosity``/``-v`` (or set ``TF_CPP_MIN_LOG_LEVEL`` themselves, which is kept).
+"""
+
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+
+_VERBOSE_FLAGS = ("--verbosity", "-v", "--v")
+
+
+def verbose_requested(argv=None):
+  """True when ``argv`` has absl's ``--verbosity=N``/``-v N``/``--v=N`` (logs wanted)."""
+  argv = sys.argv[1:] if argv is None else argv
+  return any(a in _VERBOSE_FLAGS or a.startswith(tuple(f + "=" for f in _VERBOSE_FLAGS))
+             for a in argv)
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+  """Imports the ``tensorflow`` package with file descriptor 2 sent to a temporary file."""
+
+  def find_spec(self, fullname, path=None, target=None):
+    if fullname != "tensorflow":
+      return None
+    sys.meta_path.remove(self)  # once, and so that find_spec below finds the real one
+    spec = importlib.util.find_spec(fullname)
+    if spec is None or spec.loader is None:
+      return spec
+    self._loader = spec.loader
+    spec.loader = self
+    return spec
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module):
+    # The real loader from here on (for anything that reads resources through it).
+    module.__loader__ = module.__spec__.loader = self._loader
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+      os.dup2(captured.fileno(), 2)
+      try:
+        self._loader.exec_module(module)
+      except BaseException:
+        os.dup2(saved, 2)
+        captured.seek(0)
+        sys.stderr.write(captured.read().decode("utf-8", "replace"))
+        raise
+      finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+
+
+_LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
+
+
+def _library_dirs():
+  """The folders of TensorFlow's packages (found without importing them)."""
+  dirs = []
+  for name in _LIBRARIES:
+    try:
+      spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+      continue
+    if spec is not None and spec.submodule_search_locations:
+      dirs.extend(os.path.join(os.path.realpath(d), "") for d in spec.submodule_search_locations)
+  return tuple(dirs)
+
+
+class _DropLibraryInfo(logging.Filter):
+  """Drops INFO (and debug) records logged from inside TensorFlow's packages (many of them log
+  through absl's logger, not ``tensorflow``'s); warnings and the scripts' own INFO lines stay."""
+
+  def __init__(self):
+    super().__init__()
+    self._dirs = None
+
+  def filter(self, record):
+    if record.levelno >= logging.WARNING:
+      return True
+    if self._dirs is None:
+      self._dirs = _library_dirs()
+    return not os.path.realpath(record.pathname).startswith(self._dirs)
+
+
+def setup(argv=None):
+  """Silences TensorFlow's logging unless ``argv`` asks for it; call before TF is imported."""
+  if verbose_requested(argv):
+    return False
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  logging.getLogger("tensorflow").setLevel(logging.WARNING)
+  from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+  handler = absl_logging.get_absl_handler()
+  if not any(isinstance(f, _DropLibraryInfo) for f in handler.filters):
+    handler.addFilter(_DropLibraryInfo())
+  if "tensorflow" not in sys.modules and not any(
+      isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _QuietTensorFlowImport())
+  return True

@@ -1,0 +1,46 @@
+"""bert_tf.quiet on a stand-in ``tensorflow`` package that writes to file descriptor 2 while it
+is imported, as TensorFlow 2.21's C++ start-up does: silenced by default, shown with
+--verbosity, replayed (with the traceback) when the import fails."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHILD = ("import sys; from bert_tf import quiet; quiet.setup(sys.argv[1:]); "
+         "import tensorflow; print('imported', tensorflow.LOADED)")
+FAKE = ("import os\n"
+        "os.write(2, b'I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda drivers\\n')\n"
+        "{tail}\n")
+
+
+def _run(tmp_path, tail, *argv):
+  package = tmp_path / "tensorflow"
+  package.mkdir()
+  (package / "__init__.py").write_text(FAKE.format(tail=tail))
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  return subprocess.run([sys.executable, "-c", CHILD, *argv], env=env, capture_output=True,
+                        text=True, timeout=60)
+
+
+def test_import_time_lines_are_silenced(tmp_path):
+  result = _run(tmp_path, "LOADED = os.environ['TF_CPP_MIN_LOG_LEVEL']")
+  assert result.returncode == 0, result.stderr
+  assert (result.stdout, result.stderr) == ("imported 3\n", "")
+
+
+def test_verbosity_shows_them(tmp_path):
+  result = _run(tmp_path, "LOADED = os.environ.get('TF_CPP_MIN_LOG_LEVEL')", "--verbosity=1")
+  assert result.returncode == 0, result.stderr
+  assert result.stdout == "imported None\n"
+  assert result.stderr == ("I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda "
+                           "drivers\n")
+
+
+def test_a_failed_import_shows_what_it_wrote(tmp_path):
+  result = _run(tmp_path, "raise ImportError('libcudart.so.12: cannot open shared object')")
+  assert result.returncode == 1
+  lines = result.stderr.splitlines()
+  assert lines[0] == "I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda drivers"
+  assert lines[-1] == "ImportError: libcudart.so.12: cannot open shared object"
