@@ -27,7 +27,6 @@ size (H, or k*H for a concatenation of k layers).
 """
 
 import dataclasses
-import json
 import os
 import re
 import warnings
@@ -37,9 +36,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import progress, tokenization
+from bert_tf import pooling as pooling_lib
+from bert_tf.casing import resolve_do_lower_case
 from bert_tf.errors import BertTfError
 from bert_tf.extract import pack_example
 from bert_tf.modeling import BertPretrainer, checkpoints
+from bert_tf.pooling import COMBINES, POOLINGS, parse_pooling, pool_tokens  # noqa: F401
 
 # Kept whole where they occur in raw text (Google's tokenizer would split "[MASK]" into
 # "[", "mask", "]"; Hugging Face's keeps it, and fill_mask needs it).
@@ -52,10 +54,6 @@ WORD_SPLITS = ("basic", "whitespace")
 # The original tokenizer's whitespace (tokenization._is_whitespace): \t \n \r, space, Zs.
 _WHITESPACE = re.compile(r"[\t\n\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
 
-# Token pooling for ``embed``; "lastK_mean"/"lastK_concat"/"lastK_sum" are shorthands.
-POOLINGS = ("cls", "mean", "max", "pooler")
-COMBINES = ("mean", "concat", "sum")
-_LAST_K = re.compile(r"^last(\d+)_(mean|concat|sum)$")
 
 # The compiled functions' inputs: [b,s] int32 ids/mask/types (or [b,P] positions), [k] int32.
 _IDS = tf.TensorSpec([None, None], tf.int32)
@@ -98,58 +96,6 @@ class BertOutput:
 # ---------------------------------------------------------------------------------------------
 # Loading.
 # ---------------------------------------------------------------------------------------------
-
-
-def _read_json_field(path, field):
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.load(f)
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-  return values.get(field) if isinstance(values, dict) else None
-
-
-def _casing_of_google_name(folder):
-  """True/False for Google's released uncased/cased checkpoints (by folder name), else None."""
-  probe = os.path.join(folder, "bert_model.ckpt")
-  for guess in (True, False):
-    try:
-      tokenization.validate_case_matches_checkpoint(guess, probe)
-    except BertTfError:
-      return not guess
-  return None
-
-
-def _casing_of_vocab(vocab):
-  """A vocab with capital letters (outside ``[...]`` tokens) belongs to a cased model."""
-  for token in vocab:
-    if token.startswith("[") and token.endswith("]"):
-      continue
-    if token != token.lower():
-      return False
-  return True
-
-
-def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
-  """The casing of a model: ``(do_lower_case, where it was learned)``.
-
-  In order: the ``do_lower_case`` argument (checked against Google's released checkpoint
-  names), ``tokenizer_config.json`` in ``folder`` (Hugging Face), Google's released checkpoint
-  names, and the vocab itself (capital letters in it mean a cased model).
-  """
-  if do_lower_case is not None:
-    tokenization.validate_case_matches_checkpoint(
-        bool(do_lower_case), weights or os.path.join(folder, "bert_model.ckpt"))
-    return bool(do_lower_case), "argument"
-  tokenizer_config = os.path.join(folder, "tokenizer_config.json")
-  if tf.io.gfile.exists(tokenizer_config):
-    value = _read_json_field(tokenizer_config, "do_lower_case")
-    if isinstance(value, bool):
-      return value, tokenizer_config
-  known = _casing_of_google_name(folder)
-  if known is not None:
-    return known, "Google's checkpoint name"
-  return _casing_of_vocab(vocab), "vocab"
 
 
 def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq_length=None,
@@ -250,31 +196,6 @@ def _as_items(texts, text_pairs=None):
   if not items:
     raise BertTfError("no texts given")
   return items
-
-
-def parse_pooling(pooling, layers=None, combine=None):
-  """``(token_pooling, layer_indexes or None, combine)`` from ``embed``'s arguments.
-
-  ``"lastK_mean"`` / ``"lastK_concat"`` / ``"lastK_sum"`` mean: the last K layers, combined
-  per token (mean, concatenation or sum), then a mask-aware mean over the tokens.
-  """
-  match = _LAST_K.match(str(pooling))
-  if match:
-    if layers is not None:
-      raise BertTfError(f"pooling={pooling!r} already names the layers; drop layers=")
-    k = int(match.group(1))
-    return "mean", list(range(-k, 0)), match.group(2)
-  if pooling not in POOLINGS:
-    raise BertTfError(f"unknown pooling {pooling!r}; expected one of "
-                      f"{', '.join(POOLINGS)} or lastK_mean/lastK_concat/lastK_sum")
-  if pooling == "pooler" and layers is not None:
-    raise BertTfError("pooling='pooler' uses the pooled output; drop layers=")
-  combine = combine or "mean"
-  if combine not in COMBINES:
-    raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
-  if isinstance(layers, int):
-    layers = [layers]
-  return pooling, (list(layers) if layers is not None else None), combine
 
 
 class InferenceModel:
@@ -596,15 +517,6 @@ class InferenceModel:
       raise BertTfError("layers: no layer given")
     return indexes
 
-  @staticmethod
-  def _combine(chosen, combine):
-    """The chosen hidden states ``[k,b,s,H]`` -> ``[b,s,D]``."""
-    if combine == "mean":
-      return chosen.mean(axis=0)
-    if combine == "sum":
-      return chosen.sum(axis=0)
-    return np.concatenate(list(chosen), axis=-1)  # "concat"
-
   def embed(self, texts, pooling="cls", *, layers=None, combine=None, text_pairs=None,
             max_seq_length=None, batch_size=None):
     """One vector per text: ``[B,D]`` float32.
@@ -620,8 +532,8 @@ class InferenceModel:
       combine: how several layers become one vector per token: ``"mean"`` (default),
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
-    token_pooling, layers, combine = parse_pooling(pooling, layers, combine)
-    last_k = _LAST_K.match(str(pooling))
+    token_pooling, layers, combine = pooling_lib.parse_pooling(pooling, layers, combine)
+    last_k = pooling_lib.LAST_K.match(str(pooling))
     if last_k and int(last_k.group(1)) > self.config.num_hidden_layers:
       # Said in the user's words: the -K index it expands to is not something they typed.
       raise BertTfError(f"pooling={pooling} needs {last_k.group(1)} layers; this model has "
@@ -636,8 +548,8 @@ class InferenceModel:
       if token_pooling == "pooler":
         pooled = out["pooled_output"].numpy()
       else:
-        per_token = self._combine(out["hidden_states"].numpy(), combine)  # [b,s,D]
-        pooled = pool_tokens(per_token, m, token_pooling)
+        per_token = pooling_lib.combine_layers(out["hidden_states"].numpy(), combine)  # [b,s,D]
+        pooled = pooling_lib.pool_tokens(per_token, m, token_pooling)
       if vectors is None:
         vectors = np.zeros((len(tokens), pooled.shape[-1]), np.float32)
       vectors[batch_indexes] = pooled
@@ -665,7 +577,7 @@ class InferenceModel:
     words = list(words) if isinstance(words, (list, tuple)) else [words] * len(texts)
     if len(words) != len(texts):
       raise BertTfError(f"embed_words: {len(words)} words for {len(texts)} texts")
-    _, layers, combine = parse_pooling("mean", layers, combine)
+    _, layers, combine = pooling_lib.parse_pooling("mean", layers, combine)
     indexes = self._layer_indexes(layers if layers is not None else [-1])
     limit = self._limit(max_seq_length)
     tokens, segments, spans = [], [], []
@@ -680,7 +592,7 @@ class InferenceModel:
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
       out = self._encoder_fn(ids, m, types, False, np.array(indexes, np.int32))
-      per_token = self._combine(out["hidden_states"].numpy(), combine)  # [b,s,D]
+      per_token = pooling_lib.combine_layers(out["hidden_states"].numpy(), combine)  # [b,s,D]
       if vectors is None:
         vectors = np.zeros((len(tokens), per_token.shape[-1]), np.float32)
       for row, i in enumerate(batch_indexes):
@@ -733,16 +645,3 @@ def _trim(basic):
   first = punctuation.index(False)
   last = len(basic) - punctuation[::-1].index(False)
   return basic[first:last], basic[:first]
-
-
-def pool_tokens(per_token, mask, pooling):
-  """``[b,s,D]`` token vectors -> ``[b,D]``: ``cls`` (first token), or a mask-aware ``mean``
-  or ``max`` over the positions where ``mask`` ([b,s] 0/1) is 1."""
-  if pooling == "cls":
-    return per_token[:, 0]
-  weights = mask.astype(np.float32)[:, :, None]  # [b,s,1]
-  if pooling == "mean":
-    return (per_token * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-  if pooling == "max":
-    return np.where(weights > 0, per_token, -np.inf).max(axis=1)
-  raise BertTfError(f"unknown pooling {pooling!r}")

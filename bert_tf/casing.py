@@ -1,0 +1,62 @@
+"""The casing of a model (``do_lower_case``): from the caller, a Hugging Face
+``tokenizer_config.json``, Google's released checkpoint names, or the vocab itself."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.errors import BertTfError
+
+
+def _read_json_field(path, field):
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      values = json.load(f)
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  return values.get(field) if isinstance(values, dict) else None
+
+
+def _casing_of_google_name(folder):
+  """True/False for Google's released uncased/cased checkpoints (by folder name), else None."""
+  probe = os.path.join(folder, "bert_model.ckpt")
+  for guess in (True, False):
+    try:
+      tokenization.validate_case_matches_checkpoint(guess, probe)
+    except BertTfError:
+      return not guess
+  return None
+
+
+def _casing_of_vocab(vocab):
+  """A vocab with capital letters (outside ``[...]`` tokens) belongs to a cased model."""
+  for token in vocab:
+    if token.startswith("[") and token.endswith("]"):
+      continue
+    if token != token.lower():
+      return False
+  return True
+
+
+def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
+  """The casing of a model: ``(do_lower_case, where it was learned)``.
+
+  In order: the ``do_lower_case`` argument (checked against Google's released checkpoint
+  names), ``tokenizer_config.json`` in ``folder`` (Hugging Face), Google's released checkpoint
+  names, and the vocab itself (capital letters in it mean a cased model).
+  """
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_checkpoint(
+        bool(do_lower_case), weights or os.path.join(folder, "bert_model.ckpt"))
+    return bool(do_lower_case), "argument"
+  tokenizer_config = os.path.join(folder, "tokenizer_config.json")
+  if tf.io.gfile.exists(tokenizer_config):
+    value = _read_json_field(tokenizer_config, "do_lower_case")
+    if isinstance(value, bool):
+      return value, tokenizer_config
+  known = _casing_of_google_name(folder)
+  if known is not None:
+    return known, "Google's checkpoint name"
+  return _casing_of_vocab(vocab), "vocab"
