@@ -110,17 +110,23 @@ def main(argv):
       random_seed=FLAGS.random_seed)
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  with output_checks.os_errors_as_bert_tf_errors():
-    if beam_options is not None:
-      summary = pretraining_beam.create_pretraining_data_beam(
-          FLAGS.input_file, output_files, tokenizer, options, beam_options=beam_options,
-          shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-          skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
-    else:
-      summary = pretraining.create_pretraining_data(
-          FLAGS.input_file, output_files, tokenizer, options,
-          num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
-          skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  try:
+    with output_checks.os_errors_as_bert_tf_errors():
+      if beam_options is not None:
+        summary = pretraining_beam.create_pretraining_data_beam(
+            FLAGS.input_file, output_files, tokenizer, options, beam_options=beam_options,
+            shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+            skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+      else:
+        summary = pretraining.create_pretraining_data(
+            FLAGS.input_file, output_files, tokenizer, options,
+            num_workers=FLAGS.num_workers, shard_size_mb=FLAGS.shard_size_mb, gzip=FLAGS.gzip,
+            skip_invalid_utf8=FLAGS.skip_invalid_utf8, vocab_file=FLAGS.vocab_file)
+  except KeyboardInterrupt:
+    # Ctrl-C: the writers discard their temp files; whatever an unlucky moment left (a temp
+    # file being opened, a spill directory) goes too. cli.run prints one line, exit 130.
+    output_checks.remove_leftovers(output_files)
+    raise
   for line in summary.lines_of_text():
     logging.info("%s", line)
 

@@ -48,6 +48,7 @@ with a ``text_b`` of 3 would otherwise be broadcast): a mismatch raises
 """
 
 import os
+import re
 
 import tensorflow as tf
 
@@ -154,19 +155,46 @@ def _new_path(export_dir):
   return candidate
 
 
+def remove_leftovers(export_dir):
+  """Removes what an export killed half-way left beside ``export_dir``: its temporary folders,
+  named ``<export_dir>.tmp-<pid>-<8 hex>`` (``fileio.temp_name``: the new export being written,
+  or the previous one renamed aside). Other names (a user's) are left alone.
+
+  Returns:
+    The removed paths (list of str, sorted).
+  """
+  export_dir = os.path.normpath(export_dir)
+  parent = os.path.dirname(export_dir) or "."
+  ours = re.compile(re.escape(os.path.basename(export_dir)) + r"\.tmp-\d+-[0-9a-f]{8}")
+  try:
+    names = tf.io.gfile.listdir(parent)
+  except tf.errors.NotFoundError:
+    return []
+  removed = []
+  for name in names:
+    name = name.rstrip("/")
+    path = os.path.join(parent, name)
+    if ours.fullmatch(name) and tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+      removed.append(path)
+  return sorted(removed)
+
+
 def write_atomically(export_dir, write, *, overwrite=False):
   """Calls ``write(tmp_dir)``, then renames tmp_dir to ``export_dir``.
 
   ``export_dir`` must pass ``check_export_dir`` (a previous export is replaced only with
   ``overwrite``): it is checked before ``write`` and again before the rename. The old export
   is renamed aside, the new one renamed in, then the old one removed: at no moment is
-  ``export_dir`` a mix of both. A failed ``write`` leaves everything as it was.
+  ``export_dir`` a mix of both. A failed ``write`` leaves everything as it was; the temporary
+  folders of a killed one are removed by the next call (``remove_leftovers``).
   """
   check_export_dir(export_dir, overwrite=overwrite)
   export_dir = os.path.normpath(export_dir)
   parent = os.path.dirname(export_dir)
   if parent:
     tf.io.gfile.makedirs(parent)
+  remove_leftovers(export_dir)
   tmp = fileio.temp_name(export_dir)
   try:
     write(tmp)

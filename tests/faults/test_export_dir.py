@@ -164,3 +164,23 @@ def test_previous_export_replaced_only_with_overwrite_export(tmp_path, config_fi
   assert sorted(os.listdir(tmp_path)) == ["out", "qa"]          # No temporary, no old copy.
   answer = tf.saved_model.load(str(qa))(tf.constant(["Who ran?"]), tf.constant(["Bob ran."]))
   assert answer["answer_text"].shape == (1,)
+
+
+def test_a_killed_exports_temporary_folders_are_removed_by_the_next(tmp_path):
+  """An export killed half-way leaves ``<export>.tmp-<pid>-<hex>`` folders (the new export being
+  written; the previous one renamed aside): the next export removes those and nothing else."""
+  target = tmp_path / "export"
+  _fill(tmp_path, {"export.tmp-4242-0123abcd/variables/variables.index": "partial",
+                   "export.tmp-4242-89abcdef/saved_model.pb": "old, renamed aside",
+                   "export.tmp-notes/mine.txt": "mine", "export.tmp-4242-0123abcd.txt": "mine",
+                   "other.tmp-4242-0123abcd/x": "another target's"})
+  leftovers = ("export.tmp-4242-0123abcd", "export.tmp-4242-89abcdef")
+  kept = {k: v for k, v in digests(tmp_path).items() if k.split("/")[0] not in leftovers}
+
+  def write(folder):
+    _fill(pathlib.Path(folder), {"saved_model.pb": "new"})
+
+  assert export.write_atomically(str(target), write) == str(target)
+  assert (target / "saved_model.pb").read_text() == "new"
+  assert digests(tmp_path) == dict(kept, **{f"export/{k}": v for k, v in digests(target).items()},
+                                   export=None)

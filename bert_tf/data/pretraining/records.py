@@ -197,11 +197,15 @@ class RoundRobinWriter:
     self.output_files = list(output_files)
     self._temps = []
     self._writers = []
-    for path in self.output_files:
-      fileio.make_parent(path)
-      tmp = fileio.temp_name(path)
-      self._temps.append(tmp)
-      self._writers.append(tfrecord.TFRecordWriter(tmp, gzip))
+    try:
+      for path in self.output_files:
+        fileio.make_parent(path)
+        tmp = fileio.temp_name(path)
+        self._temps.append(tmp)
+        self._writers.append(tfrecord.TFRecordWriter(tmp, gzip))
+    except BaseException:  # A failure or Ctrl-C half-way: no temp file stays behind.
+      self.discard()
+      raise
     self._next = 0
     self.written = 0
 
@@ -224,11 +228,15 @@ class RoundRobinWriter:
     self.written += sum(counts)
 
   def commit(self):
-    for writer in self._writers:
-      writer.close()
-    for tmp, path in zip(self._temps, self.output_files):
-      fileio.commit(tmp, path)
-    self._temps = []
+    try:
+      for writer in self._writers:
+        writer.close()
+      for tmp, path in list(zip(self._temps, self.output_files)):
+        fileio.commit(tmp, path)
+        self._temps.remove(tmp)
+    except BaseException:
+      self.discard()
+      raise
 
   def discard(self):
     for writer in self._writers:
