@@ -250,15 +250,25 @@ def _attention(args, out):
   result = bert(text, output_attentions=True)
   tokens = result.tokens[0]
   attentions = np.stack(result.attentions)[:, 0, :, :len(tokens), :len(tokens)]  # [L,N,S,S]
-  if args.output_html:
-    visualize.head_view_html(tokens, attentions, args.output_html,
-                             title=f"Attention: {' ||| '.join(args.text)}")
-    out.write(f"wrote {args.output_html}\n")
-  if args.output_png:
-    visualize.attention_heatmaps_png(tokens, attentions, args.output_png, layers=args.layers,
-                                     heads=args.heads, cell_inches=args.cell_inches,
-                                     dpi=args.dpi)
-    out.write(f"wrote {args.output_png}\n")
+  # Both pictures or neither: the PNG (where --layers/--heads can be wrong) is drawn first, and
+  # a picture written by this call is removed again when the other one fails.
+  written = []
+  try:
+    if args.output_png:
+      visualize.attention_heatmaps_png(tokens, attentions, args.output_png, layers=args.layers,
+                                       heads=args.heads, cell_inches=args.cell_inches,
+                                       dpi=args.dpi)
+      written.append(args.output_png)
+    if args.output_html:
+      visualize.head_view_html(tokens, attentions, args.output_html,
+                               title=f"Attention: {' ||| '.join(args.text)}")
+      written.append(args.output_html)
+  except BaseException:
+    for path in written:
+      os.remove(path)
+    raise
+  for path in written:
+    out.write(f"wrote {path}\n")
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,

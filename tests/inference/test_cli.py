@@ -138,6 +138,17 @@ def test_errors_are_one_line(minilm_path, capsys, argv, needle):
   assert needle.format(model=minilm_path) in err and err.count("\n") == 1
 
 
+def test_attention_writes_both_pictures_or_neither(tiny_google, capsys, tmp_path):
+  """--layers beyond the model's 2 layers fails the PNG: no HTML is left behind either."""
+  folder, _ = tiny_google
+  html, png = tmp_path / "a.html", tmp_path / "a.png"
+  status, out, err = _run(capsys, "attention", f"--model={folder}", "The cat sat.",
+                          f"--output_html={html}", f"--output_png={png}", "--layers=5")
+  assert status == 1 and out == ""
+  assert err.startswith("bert_tf attention: error: ") and err.count("\n") == 1
+  assert sorted(os.listdir(tmp_path)) == []
+
+
 @pytest.mark.parametrize("argv", [
     ["attention", "--output_png=a.png", "text"],
     ["embed", "--plot=p.png", "text"],
