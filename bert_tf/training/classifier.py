@@ -312,7 +312,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
 
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
-  loop.write_model_files(bert_config, output_dir, vocab_file)
+  if distribution.is_chief(strategy):
+    loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,
@@ -412,4 +413,6 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
         max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export)
     progress(f"exported SavedModels to {export_dir}")
+  if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
+    loop.write_model_files(bert_config, output_dir, vocab_file)
   return results

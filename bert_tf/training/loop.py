@@ -632,6 +632,16 @@ def write_model_files(bert_config, folder, vocab_file=None):
     fileio.copy_atomically(vocab_file, target)
 
 
+def write_model_files_if_fresh(bert_config, folder, vocab_file=None):
+  """``write_model_files`` now when ``folder`` holds no checkpoint yet (a new run: a run killed
+  early still leaves a folder that loads alone). A folder with checkpoints gets them at the end
+  of the run instead (``write_model_files``), once restoring showed that its checkpoints fit
+  this config: a run that fails (another ``--bert_config_file`` over the same folder) leaves
+  the folder's files as they were."""
+  if not tf.io.gfile.glob(os.path.join(folder, "ckpt-*.index")):
+    write_model_files(bert_config, folder, vocab_file)
+
+
 def export_google_folder(model, bert_config, output_dir, global_step, vocab_file=None):
   """``output_dir/google``: ``bert_model.ckpt`` (Google's names), ``bert_config.json`` and,
   when given, ``vocab.txt``: a folder Google's code, bert_tf and ``bert_tf.load`` all read."""

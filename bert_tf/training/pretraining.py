@@ -132,7 +132,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
         "accumulation step(s)")
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
-  loop.write_model_files(bert_config, output_dir, vocab_file)
+  # Written now only into a folder without checkpoints; at the end of the run otherwise.
+  if distribution.is_chief(strategy):
+    loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = PretrainingTask(bert_config, use_next_sentence=use_next_sentence)
@@ -191,4 +193,6 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
     results["eval"] = metrics
+  if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
+    loop.write_model_files(bert_config, output_dir, vocab_file)
   return results

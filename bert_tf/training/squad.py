@@ -33,7 +33,7 @@ from bert_tf.squad import evaluate as squad_evaluate
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
-from bert_tf.training import DTYPE_POLICIES, loop
+from bert_tf.training import DTYPE_POLICIES, distribution, loop
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -307,7 +307,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
-  loop.write_model_files(bert_config, output_dir, vocab_file)
+  if distribution.is_chief(strategy):
+    loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = SquadTask(bert_config)
@@ -413,4 +414,6 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
         max_answer_length=max_answer_length, version_2_with_negative=version_2_with_negative,
         null_score_diff_threshold=null_score_diff_threshold, overwrite=overwrite_export)
     progress(f"exported the question-answering SavedModel to {export_dir}")
+  if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
+    loop.write_model_files(bert_config, output_dir, vocab_file)
   return results

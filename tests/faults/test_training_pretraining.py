@@ -60,7 +60,7 @@ def straight(workdir, tmp_path_factory):  # noqa: F811
   digests = _digests(out)
   assert sorted(digests) == sorted(
       [f"ckpt-{n}.{ext}" for n in (4, 5, 6) for ext in ("index", "data-00000-of-00001")] +
-      ["eval_results.txt", "google/bert_config.json", "google/bert_model.ckpt.index",
+      ["bert_config.json", "eval_results.txt", "google/bert_config.json", "google/bert_model.ckpt.index",
        "google/bert_model.ckpt.data-00000-of-00001", "google/checkpoint"])
   assert _state(out) == ("ckpt-6", ["ckpt-4", "ckpt-5", "ckpt-6"])
   return out
