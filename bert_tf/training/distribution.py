@@ -19,6 +19,9 @@ Strategies:
                          all visible GPUs, or every logical CPU device if there is no GPU
                          (tests split the CPU into 2 logical devices).
   multi_worker_mirrored  ``MultiWorkerMirroredStrategy``; the cluster comes from TF_CONFIG.
+                         A task of the cluster that has not started within
+                         ``worker_start_timeout_s`` seconds is a one-line ``BertTfError``
+                         on every task that did start, not a hang.
   tpu                    ``TPUStrategy`` on ``tpu`` (a Cloud TPU name, grpc://host:port, or
                          "local" on a TPU VM; None: $TPU_NAME). A TPU that cannot be reached
                          is a one-line ``BertTfError`` naming the TPU and zone, within
@@ -44,6 +47,10 @@ DEFAULT_STEPS_PER_LOOP = 1000
 DEFAULT_TPU_TIMEOUT_S = 600
 # A TCP connect to the TPU worker, tried first: refused or unroutable addresses fail here.
 _TPU_PROBE_TIMEOUT_S = 10
+# Hosts of a cluster are started by hand or by a scheduler, minutes apart at worst; a task that
+# has not registered in this long is not coming (TensorFlow's defaults wait far longer: a lone
+# worker 0 of a 2-worker cluster was still waiting after 12 minutes here).
+DEFAULT_WORKER_START_TIMEOUT_S = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +63,7 @@ class DistributionArgs:
   num_gpus: int = 0
   num_tpu_cores: int | None = None
   steps_per_loop: int = DEFAULT_STEPS_PER_LOOP
+  worker_start_timeout_s: int = DEFAULT_WORKER_START_TIMEOUT_S
 
   def strategy_kwargs(self):
     """The keyword arguments of ``get_strategy``."""
@@ -67,7 +75,7 @@ class DistributionArgs:
 def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=None,
                               gcp_project=None, num_gpus=None, steps_per_loop=None,
                               use_tpu=None, tpu_name=None, master=None, num_tpu_cores=None,
-                              iterations_per_loop=None):
+                              iterations_per_loop=None, worker_start_timeout_s=None):
   """Merges new-style and original-style flag values into one ``DistributionArgs``.
 
   Every argument is a flag value, None when the flag was not given. Rules:
@@ -76,6 +84,7 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
     - --tpu, --tpu_name and --master name the same thing (the original used --tpu_name, or
       --master for a grpc:// address); giving two different values is an error.
     - --iterations_per_loop is --steps_per_loop.
+    - --worker_start_timeout_s (multi_worker_mirrored) must be >= 1.
     - Without the tpu strategy, --tpu_name/--master/--tpu_zone/--gcp_project/--num_tpu_cores
       are ignored, as the original ignored them with --use_tpu=False; --tpu is an error.
 
@@ -122,15 +131,20 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
     raise BertTfError(f"--num_gpus must be >= 0, got {num_gpus}")
   if num_tpu_cores is not None and num_tpu_cores < 1:
     raise BertTfError(f"--num_tpu_cores must be >= 1, got {num_tpu_cores}")
+  if worker_start_timeout_s is None:
+    worker_start_timeout_s = DEFAULT_WORKER_START_TIMEOUT_S
+  if worker_start_timeout_s < 1:
+    raise BertTfError(f"--worker_start_timeout_s must be >= 1, got {worker_start_timeout_s}")
   return DistributionArgs(
       distribution_strategy=distribution_strategy, tpu=tpu, tpu_zone=tpu_zone,
       gcp_project=gcp_project, num_gpus=num_gpus, num_tpu_cores=num_tpu_cores,
-      steps_per_loop=steps_per_loop)
+      steps_per_loop=steps_per_loop, worker_start_timeout_s=worker_start_timeout_s)
 
 
 def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None,
                  gcp_project=None, num_gpus=0, num_tpu_cores=None,
-                 tpu_timeout_s=DEFAULT_TPU_TIMEOUT_S):
+                 tpu_timeout_s=DEFAULT_TPU_TIMEOUT_S,
+                 worker_start_timeout_s=DEFAULT_WORKER_START_TIMEOUT_S):
   """Returns the ``tf.distribute.Strategy`` named by ``distribution_strategy``.
 
   Args:
@@ -139,8 +153,11 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
     num_gpus: GPUs for mirrored / one_device; 0 = what is visible.
     num_tpu_cores: if given, the TPU must have this many cores (replicas).
     tpu_timeout_s: seconds to wait for the TPU to connect and initialise.
+    worker_start_timeout_s: multi_worker_mirrored: seconds to wait for every task of
+      TF_CONFIG's cluster to start.
   Raises:
-    BertTfError: an unknown strategy, missing GPUs, or a TPU that cannot be reached.
+    BertTfError: an unknown strategy, missing GPUs, a TPU that cannot be reached, or a
+      cluster task that did not start.
   """
   if distribution_strategy == "default":
     return tf.distribute.get_strategy()
@@ -156,7 +173,7 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
     return tf.distribute.MirroredStrategy(
         _visible("CPU"), cross_device_ops=tf.distribute.ReductionToOneDevice())
   if distribution_strategy == "multi_worker_mirrored":
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return _multi_worker_strategy(worker_start_timeout_s)
   if distribution_strategy == "tpu":
     strategy = _tpu_strategy(tpu, tpu_zone, gcp_project, tpu_timeout_s)
     if num_tpu_cores is not None and strategy.num_replicas_in_sync != num_tpu_cores:
@@ -208,6 +225,56 @@ def _gpu_devices(num_gpus, at_most=None):
   if num_gpus > len(gpus):
     raise BertTfError(f"--num_gpus={num_gpus} but {len(gpus)} GPUs are visible")
   return gpus[:num_gpus] if num_gpus else gpus
+
+
+def _multi_worker_strategy(timeout_s):
+  """``MultiWorkerMirroredStrategy`` whose start is bounded by ``timeout_s``.
+
+  At start every task registers with the coordination service (run by the leader, the chief
+  or worker 0), and the strategy waits until all have. Left to itself it waits far longer than
+  anyone would (see ``DEFAULT_WORKER_START_TIMEOUT_S``), inside a C++ call that holds the GIL,
+  so a watchdog thread cannot help. So the coordination service is configured here, before
+  the strategy would configure it with its defaults: registration becomes a barrier with
+  ``timeout_s``, which fails on every task that is waiting when a task never came. TensorFlow's API for this is
+  private; if it moved, the strategy starts as TensorFlow configures it.
+  """
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  cluster = resolver.cluster_spec()
+  jobs = [job for job in ("chief", "worker") if job in cluster.jobs]
+  tasks = sum(cluster.num_tasks(job) for job in jobs)
+  if tasks > 1 and resolver.task_type in jobs:
+    _bound_registration(cluster, jobs, timeout_s)
+  try:
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+  except tf.errors.DeadlineExceededError as e:
+    addresses = ", ".join(f"{job} {i} at {address}" for job in jobs
+                          for i, address in enumerate(cluster.job_tasks(job)))
+    raise BertTfError(
+        f"multi_worker_mirrored: not every task of TF_CONFIG's cluster ({addresses}) started "
+        f"within {timeout_s} s (this is {resolver.task_type} {resolver.task_id}); start each "
+        "one with the same TF_CONFIG cluster and its own task, or raise "
+        "--worker_start_timeout_s") from e
+
+
+def _bound_registration(cluster, jobs, timeout_s):
+  try:
+    # pylint: disable=import-outside-toplevel
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+    ctx = context.context()
+    if ctx.coordination_service is not None:
+      return
+    ctx.configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster),
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(
+            name=job, num_tasks=cluster.num_tasks(job)) for job in jobs],
+        cluster_register_timeout_in_ms=int(timeout_s * 1000))
+    # pylint: disable-next=protected-access
+    ctx._coordination_service_config.cluster_register_with_barrier = True
+  except (ImportError, AttributeError, TypeError, ValueError):
+    return
 
 
 def _describe_tpu(tpu, tpu_zone, gcp_project):

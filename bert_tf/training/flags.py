@@ -31,7 +31,7 @@ FLAGS = flags.FLAGS
 
 _DISTRIBUTION_FLAGS = ("distribution_strategy", "tpu", "tpu_zone", "gcp_project", "num_gpus",
                        "steps_per_loop", "use_tpu", "tpu_name", "master", "num_tpu_cores",
-                       "iterations_per_loop")
+                       "iterations_per_loop", "worker_start_timeout_s")
 
 
 def define_distribution_flags(flag_values=FLAGS):
@@ -62,6 +62,11 @@ def define_distribution_flags(flag_values=FLAGS):
       "steps_per_loop", None,
       "Training steps run in-graph per host call (the original's --iterations_per_loop). "
       f"Default {distribution.DEFAULT_STEPS_PER_LOOP}.", flag_values=fv)
+  flags.DEFINE_integer(
+      "worker_start_timeout_s", None,
+      "--distribution_strategy=multi_worker_mirrored: seconds every task of TF_CONFIG's "
+      "cluster waits for the others to start; then a one-line error rather than a hang. "
+      f"Default {distribution.DEFAULT_WORKER_START_TIMEOUT_S}.", flag_values=fv)
   # The original's flags, kept as aliases.
   flags.DEFINE_bool(
       "use_tpu", None, "Original flag: --use_tpu=True means --distribution_strategy=tpu.",

@@ -29,7 +29,8 @@ def test_original_cloud_tpu_command_line_resolves_to_tpu():
                                   num_tpu_cores=8, steps_per_loop=500)
   assert args.strategy_kwargs() == {
       "distribution_strategy": "tpu", "tpu": "my-tpu", "tpu_zone": "us-central1-f",
-      "gcp_project": "proj", "num_gpus": 0, "num_tpu_cores": 8}
+      "gcp_project": "proj", "num_gpus": 0, "num_tpu_cores": 8,
+      "worker_start_timeout_s": distribution.DEFAULT_WORKER_START_TIMEOUT_S}
   assert resolve_distribution_args(use_tpu=True, master="grpc://10.0.0.2:8470").tpu == (
       "grpc://10.0.0.2:8470")
 
