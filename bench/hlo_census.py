@@ -14,6 +14,9 @@ in a child process (XLA reads its flags once, at start), then reads the optimize
   fusions           ``fusion`` instructions in the entry/loop computations;
   f32 BNSS          float32 tensors of ``B*N*S*S`` elements (attention scores/probabilities
                     and their gradients kept in float32);
+  f32/16-bit BSH    materialized tensors of ``[B,S,H]`` / ``[B*S,H]`` shape (the residual
+                    stream, LayerNorm outputs, projections and their gradients) in float32 and
+                    in bf16/f16;
   modules           XLA modules compiled for the step (1 = the whole update in one computation);
   TF ops outside    TensorFlow ops of the step's graph not inside an XLA cluster (counted on
                     the traced step's graph: ops of the outer function that are not the
@@ -52,6 +55,10 @@ BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, 
 _INSTRUCTION = re.compile(
     r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]"
     r"(?:\{[^}]*\})?\s+(?P<op>[\w\-]+)\(")
+# `%name = (f32[8,128,768]{2,1,0}, bf16[8,128,768]{2,1,0}) fusion(...)`: a multi-output result.
+_TUPLE = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*\((?P<shapes>[^()]*)\)\s+"
+                    r"(?P<op>[\w\-]+)\(")
+_SHAPE = re.compile(r"(?P<dtype>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _LAYER = re.compile(r"/layer_(\d+)(?:_\d+)?/")
 _DEFINITION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
@@ -76,14 +83,22 @@ def _is_bnss(dims, bnss):
   return sorted(dims) in (sorted([b, n, s, s]), sorted([b * n, s, s]))
 
 
-def parse_hlo_text(text, bnss):
+def _is_bsh(dims, bsh):
+  """Whether ``dims`` is a [B,S,H] tensor (in that order) or [B*S,H]."""
+  b, s, h = bsh
+  return list(dims) in ([b, s, h], [b * s, h])
+
+
+def parse_hlo_text(text, bnss, bsh=None):
   """Counts in one optimized HLO module's text: {layer key: Counter}.
 
   ``bnss``: (B, N, S). Keys are ``"layer_0"``, ``"layer_1"``, ... and ``"other"``; each
   Counter has ``transposes``, ``transpose_bytes``, ``bnss_transposes`` (those of [B,N,S,S]
   tensors), ``dots``, ``fusions`` and ``f32_bnss``
   (float32 results of shape [B,N,S,S] in any order, or [B*N,S,S], that are materialized:
-  outside fused computations). An instruction without
+  outside fused computations); with ``bsh`` = (B, S, H) also ``f32_bsh`` and ``f16_bsh``
+  (materialized [B,S,H] or [B*S,H] results in float32 and in bf16/f16, members of a
+  multi-output fusion's result included). An instruction without
   ``op_name`` metadata takes that of an operand (one naming a layer first), and inside fused
   computations that of the fusion that calls its computation. A transpose inside a fusion
   counts the bytes the fusion writes when they are fewer than its own (transpose then slice).
@@ -130,6 +145,16 @@ def parse_hlo_text(text, bnss):
       continue
     match = _INSTRUCTION.match(line)
     if not match:
+      tuple_match = _TUPLE.match(line)
+      if tuple_match and bsh and computation not in fused and tuple_match.group("op") not in (
+          "parameter", "tuple", "get-tuple-element", "while", "call", "conditional"):
+        op_name = resolved.get(tuple_match.group("name")) or caller_op.get(computation, "")
+        layer = _LAYER.search(op_name)
+        c = counts[f"layer_{layer.group(1)}" if layer else "other"]
+        for shape in _SHAPE.finditer(tuple_match.group("shapes")):
+          dims = [int(d) for d in shape.group("dims").split(",") if d]
+          if _is_bsh(dims, bsh) and shape.group("dtype") in ("f32", "bf16", "f16"):
+            c["f32_bsh" if shape.group("dtype") == "f32" else "f16_bsh"] += 1
       continue
     op_name = resolved.get(match.group("name")) or caller_op.get(computation, "")
     layer = _LAYER.search(op_name)
@@ -153,13 +178,19 @@ def parse_hlo_text(text, bnss):
       c["dots"] += 1
     elif op == "fusion":
       c["fusions"] += 1
-    if (dtype == "f32" and computation not in fused and _is_bnss(dims, bnss)
-        and op not in ("parameter", "get-tuple-element", "bitcast")):
+    materialized = (computation not in fused
+                    and op not in ("parameter", "get-tuple-element", "bitcast"))
+    if materialized and dtype == "f32" and _is_bnss(dims, bnss):
       c["f32_bnss"] += 1
+    if materialized and bsh and _is_bsh(dims, bsh):
+      if dtype == "f32":
+        c["f32_bsh"] += 1
+      elif dtype in ("bf16", "f16"):
+        c["f16_bsh"] += 1
   return counts
 
 
-def parse_dump(dump_dir, bnss):
+def parse_dump(dump_dir, bnss, bsh=None):
   """Census of every ``*after_optimizations.txt`` module in ``dump_dir``.
 
   Returns {"modules": [module file names], "layers": {key: {count: n}}, "total": {count: n}}.
@@ -168,7 +199,7 @@ def parse_dump(dump_dir, bnss):
   layers = collections.defaultdict(collections.Counter)
   for path in files:
     with open(path, encoding="utf-8") as f:
-      for key, counter in parse_hlo_text(f.read(), bnss).items():
+      for key, counter in parse_hlo_text(f.read(), bnss, bsh).items():
         layers[key].update(counter)
   total = collections.Counter()
   for counter in layers.values():
@@ -277,7 +308,7 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   if proc.returncode or not lines:
     raise RuntimeError(f"census child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
   child = json.loads(lines[-1][len("CENSUS "):])
-  result = parse_dump(dump_dir, (batch, heads, seq))
+  result = parse_dump(dump_dir, (batch, heads, seq), (batch, seq, hidden))
   result.update(child, shape=dict(layers=layers, hidden=hidden, heads=heads, batch=batch,
                                   seq=seq, predictions=predictions, vocab=vocab, dtype=dtype))
   if own_dir:
@@ -286,18 +317,21 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   return result
 
 
-COLUMNS = ("transposes", "transpose_bytes", "dots", "fusions", "f32_bnss")
+COLUMNS = ("transposes", "transpose_bytes", "dots", "fusions", "f32_bnss", "f32_bsh",
+           "f16_bsh")
 
 
 def table(result):
   """Markdown table: one row per layer key and a total row."""
-  lines = ["| part | transposes | transpose MB | dots | fusions | f32 B·N·S·S tensors |",
-           "|---|---:|---:|---:|---:|---:|"]
+  lines = ["| part | transposes | transpose MB | dots | fusions | f32 B·N·S·S tensors "
+           "| f32 B·S·H tensors | 16-bit B·S·H tensors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
   rows = list(result["layers"].items()) + [("**total**", result["total"])]
   for key, c in rows:
     lines.append(f"| {key} | {c.get('transposes', 0)} | "
                  f"{c.get('transpose_bytes', 0) / 1e6:.2f} | {c.get('dots', 0)} | "
-                 f"{c.get('fusions', 0)} | {c.get('f32_bnss', 0)} |")
+                 f"{c.get('fusions', 0)} | {c.get('f32_bnss', 0)} | "
+                 f"{c.get('f32_bsh', 0)} | {c.get('f16_bsh', 0)} |")
   non_xla = result.get("non_xla_ops", {})
   lines.append("")
   lines.append(f"XLA modules: {len(result['modules'])}; TensorFlow ops outside XLA in the "

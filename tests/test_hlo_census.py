@@ -49,6 +49,37 @@ def test_parser_counts_a_hand_written_module():
   assert not +counts["other"]  # parameters only: nothing counted
 
 
+# B=2, S=4, H=6: a materialized f32 [B,S,H], a bf16 [B*S,H] and an f32 [B,S,H] member of a
+# multi-output fusion's result count; a [B,S,H] inside a fused computation and a parameter do
+# not.
+_BSH_MODULE = """HloModule m
+
+%fused_computation (p: f32[2,4,6]) -> (f32[2,4,6], bf16[2,4,6]) {
+  %p = f32[2,4,6]{2,1,0} parameter(0)
+  %n = f32[2,4,6]{2,1,0} negate(%p)
+  %c = bf16[2,4,6]{2,1,0} convert(%n)
+  ROOT %t = (f32[2,4,6]{2,1,0}, bf16[2,4,6]{2,1,0}) tuple(%n, %c)
+}
+
+ENTRY %main (a: f32[2,4,6]) -> bf16[8,6] {
+  %a = f32[2,4,6]{2,1,0} parameter(0)
+  %e = f32[2,4,6]{2,1,0} exponential(%a), metadata={op_name="model/bert/layer_0/add"}
+  %fusion = (f32[2,4,6]{2,1,0}, bf16[2,4,6]{2,1,0}) fusion(%e), kind=kLoop, calls=%fused_computation, metadata={op_name="model/bert/layer_0/LayerNorm/add"}
+  %g = bf16[2,4,6]{2,1,0} get-tuple-element(%fusion), index=1
+  ROOT %r = bf16[8,6]{1,0} reshape(%g)
+}
+"""
+
+
+def test_parser_counts_residual_shaped_tensors():
+  counts = hlo_census.parse_hlo_text(_BSH_MODULE, (2, 1, 4), (2, 4, 6))
+  assert counts["layer_0"]["f32_bsh"] == 2  # %e and the fusion's f32 member
+  # The fusion's bf16 member and %r ([B*S,H], named by its operand through the
+  # get-tuple-element, which itself does not count).
+  assert counts["layer_0"]["f16_bsh"] == 2
+  assert not counts["other"]["f16_bsh"] and not counts["other"]["f32_bsh"]
+
+
 @pytest.fixture(scope="module")
 def census():
   # A 1-layer bf16 model whose shapes cannot be confused: B=3, N=2, S=20, D=32, P=5, V=1200.
