@@ -100,11 +100,14 @@ class BertModel(keras.Model):
       encoder_outputs.append(x)
       attention_probs.append(probs)
     pooled = tf.cast(self.pooler(x[:, 0, :]), tf.float32)  # [B,H]
+    # Between the layers the stream is in the compute dtype (16-bit under mixed precision);
+    # what the model returns is float32.
+    f32 = lambda t: tf.cast(t, tf.float32)  # noqa: E731
     outputs = {
-        "sequence_output": x,
+        "sequence_output": f32(x),
         "pooled_output": pooled,
-        "encoder_outputs": encoder_outputs,
-        "embedding_output": embedding_output,
+        "encoder_outputs": [f32(t) for t in encoder_outputs],
+        "embedding_output": f32(embedding_output),
     }
     if output_attentions:
       outputs["attention_probs"] = attention_probs

@@ -10,7 +10,10 @@ scaled by 1/sqrt(D) then ``(1 - mask) * -10000.0`` added on the "to" side, dropo
 attention probabilities, post-LN residual blocks, truncated-normal(``initializer_range``)
 kernels and embeddings, zero biases. Under mixed precision (``mixed_bfloat16`` /
 ``mixed_float16``) matmuls run in the compute dtype while LayerNorm, the softmax and all
-losses and logits that feed them run in float32.
+losses and logits that feed them run in float32. Between the layers the residual stream
+(each LayerNorm's output) is kept in the compute dtype: each residual add and LayerNorm reads
+its 16-bit inputs and computes in float32, then rounds its output once; ``BertModel`` returns
+its outputs in float32.
 
 Every layer builds its weights in ``__init__`` from the config, so a model has all its
 variables as soon as it is constructed (what checkpoint loading and Keras saving need), and
@@ -176,8 +179,8 @@ def _dense(units, config, name, activation=None, dtype=None):
 class _ConfigLayer(keras.layers.Layer):
   """A layer constructed from a ``BertConfig``; serializes the config as a dict.
 
-  Inputs are not auto-cast to the compute dtype: residual streams and the attention mask
-  stay float32 under mixed precision, and each dense sublayer casts its own input.
+  Inputs are not auto-cast to the compute dtype: the attention mask stays float32 under
+  mixed precision, and each layer casts what it reads itself.
   """
 
   def __init__(self, config, **kwargs):
@@ -195,7 +198,8 @@ class _ConfigLayer(keras.layers.Layer):
 class BertEmbeddings(_ConfigLayer):
   """word + token_type + position embeddings (sliced to S), then LayerNorm, then dropout.
 
-  Call: ``(input_word_ids [B,S] int, input_type_ids [B,S] int)`` -> ``[B,S,H]`` float32.
+  Call: ``(input_word_ids [B,S] int, input_type_ids [B,S] int)`` -> ``[B,S,H]`` in the
+  compute dtype (LayerNorm computed in float32).
   """
 
   def __init__(self, config, **kwargs):
@@ -213,7 +217,7 @@ class BertEmbeddings(_ConfigLayer):
     with scoped(self.name):
       self.layer_norm = layer_norm(c)
       self.layer_norm.build((None, None, c.hidden_size))
-    self.dropout = Dropout(c.hidden_dropout_prob)
+    self.dropout = Dropout(c.hidden_dropout_prob, dtype=self.dtype_policy)
     self.built = True
 
   def call(self, input_word_ids, input_type_ids, training=None):
@@ -229,7 +233,7 @@ class BertEmbeddings(_ConfigLayer):
     types = tf.gather(tf.cast(self.token_type_embeddings, dtype), input_type_ids)  # [B,S,H]
     positions = tf.cast(self.position_embeddings[:seq_length], dtype)  # [S,H]
     output = words + types + positions[tf.newaxis]
-    output = self.layer_norm(output)  # float32
+    output = tf.cast(self.layer_norm(output), dtype)  # computed in float32, rounded once
     return self.dropout(output, training=training)
 
 
@@ -318,7 +322,9 @@ class TransformerBlock(_ConfigLayer):
   attention: self-attention -> dense(H) -> dropout -> LayerNorm(x + input)
   ffn:       dense(I, act) -> dense(H) -> dropout -> LayerNorm(x + attention_output)
 
-  Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``.
+  Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``;
+  ``output`` in the compute dtype: each residual add + LayerNorm reads 16-bit tensors under
+  mixed precision, computes in float32 and rounds its output once (float32: no rounding).
   """
 
   def __init__(self, config, **kwargs):
@@ -343,21 +349,22 @@ class TransformerBlock(_ConfigLayer):
       self.output_dense.build((None, None, c.intermediate_size))
       self.output_layer_norm = layer_norm(c)
       self.output_layer_norm.build(h)
-    self.attention_dropout = Dropout(c.hidden_dropout_prob)
-    self.output_dropout = Dropout(c.hidden_dropout_prob)
+    self.attention_dropout = Dropout(c.hidden_dropout_prob, dtype=policy)
+    self.output_dropout = Dropout(c.hidden_dropout_prob, dtype=policy)
     self.built = True
 
   def call(self, x, attention_adder, training=None):
     context, probs = self.attention(x, attention_adder, training=training)
     attention_output = self.attention_output_dense(context)
     attention_output = self.attention_dropout(attention_output, training=training)
-    attention_output = self.attention_output_layer_norm(
-        tf.cast(attention_output, tf.float32) + tf.cast(x, tf.float32))  # float32
+    dtype = self.compute_dtype
+    attention_output = tf.cast(self.attention_output_layer_norm(
+        tf.cast(attention_output, tf.float32) + tf.cast(x, tf.float32)), dtype)  # [B,S,H]
     intermediate = self.intermediate_dense(attention_output)  # [B,S,I]
     layer_output = self.output_dense(intermediate)
     layer_output = self.output_dropout(layer_output, training=training)
-    layer_output = self.output_layer_norm(
-        tf.cast(layer_output, tf.float32) + attention_output)  # float32
+    layer_output = tf.cast(self.output_layer_norm(
+        tf.cast(layer_output, tf.float32) + tf.cast(attention_output, tf.float32)), dtype)
     return layer_output, probs
 
 
