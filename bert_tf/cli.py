@@ -4,6 +4,7 @@ Library code never reads absl FLAGS; each script parses its flags and calls the 
 """
 
 import os
+import signal
 import sys
 
 from bert_tf import quiet
@@ -17,21 +18,51 @@ from absl import app  # pylint: disable=wrong-import-position
 from bert_tf.errors import BertTfError
 
 
-def run(main):
+def _prog():
+  return os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
+
+
+def _stop_at_once_on_ctrl_c():
+  """Ctrl-C ends the process where it is: ``prog: interrupted`` and exit 130, no unwinding.
+
+  A ``KeyboardInterrupt`` lands between any two Python bytecodes, TensorFlow's own included:
+  raised inside one of its context managers (a device scope half exited during a checkpoint
+  save, seen in tests) it leaves TensorFlow's state half changed, and what then unwinds fails
+  with another error's traceback, or the interpreter crashes at exit. Stopping at once loses
+  nothing a SIGKILL would not: outputs are written under temporary names and renamed when
+  whole, TensorFlow writes checkpoints the same way, and the same command resumes from the
+  last checkpoint and removes a killed run's leftovers (``tests/faults/``).
+  """
+  line = f"{_prog()}: interrupted\n".encode()
+
+  def handler(signum, frame):  # pylint: disable=unused-argument
+    try:
+      sys.stdout.flush()
+    except Exception:  # pylint: disable=broad-except  # e.g. interrupted inside a print
+      pass
+    os.write(2, line)
+    os._exit(130)  # pylint: disable=protected-access
+
+  signal.signal(signal.SIGINT, handler)
+
+
+def run(main, stop_at_once_on_ctrl_c=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
-  Ctrl-C as ``prog: interrupted`` and exit 130."""
+  Ctrl-C as ``prog: interrupted`` and exit 130: by ``KeyboardInterrupt`` (cleanup code runs),
+  or with ``stop_at_once_on_ctrl_c`` at once (the TensorFlow scripts; see
+  ``_stop_at_once_on_ctrl_c``)."""
 
   def _main(argv):
+    if stop_at_once_on_ctrl_c:
+      _stop_at_once_on_ctrl_c()
     try:
       return main(argv)
     except BertTfError as e:
-      prog = os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
-      print(f"{prog}: error: {e}", file=sys.stderr)
+      print(f"{_prog()}: error: {e}", file=sys.stderr)
       sys.exit(1)
     except KeyboardInterrupt:
       # Ctrl-C: no traceback. Outputs are written under temporary names, so none is half-written.
-      prog = os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
-      print(f"{prog}: interrupted", file=sys.stderr)
+      print(f"{_prog()}: interrupted", file=sys.stderr)
       sys.exit(130)
 
   app.run(_main)

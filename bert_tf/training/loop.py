@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf import progress
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
@@ -435,6 +436,7 @@ def latest_checkpoint(model_dir):
 
 _CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 _SAVE_TEMP_DIR = re.compile(r"^ckpt-\d+_temp$")  # TF's shards before the merge into ckpt-N
+_TEMP_FILE = re.compile(r"^.+\.tmp-(\d+)-[0-9a-f]{8}$")  # fileio.temp_name's, <pid> in it
 
 
 def _checkpoint_number(prefix):
@@ -563,7 +565,9 @@ def _write_checkpoint_state(model_dir, prefix, candidates):
 
 def clean_save_leftovers(model_dir, progress):
   """Removes the ``ckpt-N_temp/`` folders a run killed mid-save leaves (TF writes a
-  checkpoint's shards there, then merges them into ``ckpt-N.*``): only those names."""
+  checkpoint's shards there, then merges them into ``ckpt-N.*``), and in a local folder the
+  ``fileio.temp_name`` files (``<name>.tmp-<pid>-<8 hex>``) of a process no longer running
+  (an output stopped mid-write by Ctrl-C or a kill): only those names."""
   if not tf.io.gfile.isdir(model_dir):
     return
   for name in tf.io.gfile.listdir(model_dir):
@@ -572,6 +576,21 @@ def clean_save_leftovers(model_dir, progress):
     if _SAVE_TEMP_DIR.match(name) and tf.io.gfile.isdir(path):
       progress(f"removing {path}, left by a save that was interrupted")
       tf.io.gfile.rmtree(path)
+    temp = _TEMP_FILE.match(name)
+    if (temp and not fileio.is_remote(path) and os.path.isfile(path)
+        and not _running(int(temp.group(1)))):
+      progress(f"removing {path}, left by a write that was interrupted")
+      os.remove(path)
+
+
+def _running(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # e.g. another user's process
+    return True
+  return True
 
 
 # === Fault injection (tests only; off unless BERT_TF_FAULT is set) ===

@@ -1,13 +1,15 @@
 """run_classifier.py killed with SIGKILL at seeded points (inside a checkpoint save, after a
 save's files are whole, after a step), each time followed by the same command: the final
 outputs (checkpoints, Google export, eval_results.txt, test_results.tsv) equal an
-uninterrupted run's byte for byte and no stray file remains."""
+uninterrupted run's byte for byte and no stray file remains. Ctrl-C at seeded points: one
+line, exit 130, and the same command again gives the same outputs."""
 
 import json
 import os
 import random
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -45,15 +47,20 @@ def _run(command, out, env=None):
                         env=env or _env())
 
 
-def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_outputs(
-    command, tmp_path):
-  straight = tmp_path / "straight"
+@pytest.fixture(name="straight", scope="module")
+def _straight(command, tmp_path_factory):
+  """An uninterrupted run's output folder."""
+  straight = tmp_path_factory.mktemp("classifier") / "straight"
   result = _run(command, straight)
   assert result.returncode == 0, result.stderr[-3000:]
   assert f"step {STEPS}/{STEPS}" in result.stdout
   assert {"eval_results.txt", "test_results.tsv", "MRPC.tsv", "ckpt-6.index",
           "google/bert_model.ckpt.index"} <= set(_digests(straight))
+  return straight
 
+
+def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_outputs(
+    command, straight, tmp_path):
   rng = random.Random(17)
   start = rng.randint(1, 3)
   written = rng.randint(start + 1, 4)
@@ -68,6 +75,30 @@ def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
+  _assert_same_outputs(out, straight)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_ctrl_c_stops_at_once_and_the_same_command_gives_the_uninterrupted_outputs(
+    command, straight, tmp_path, seed):
+  out = tmp_path / "out"
+  process = subprocess.Popen(command(out), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+  for line in process.stdout:
+    if line.startswith("step 2/"):
+      break
+  time.sleep(random.Random(seed).uniform(0.0, 0.5))  # in a step, a save or between them
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=300)
+  assert process.returncode == 130, stderr[-3000:]
+  assert stderr.strip().splitlines() == ["run_classifier.py: interrupted"]
+  result = _run(command, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  _assert_same_outputs(out, straight)
+
+
+def _assert_same_outputs(out, straight):
   # The feature TFRecords hold the same examples; their bytes may differ between processes
   # (protobuf writes a map's entries in hash order), everything else is byte for byte.
   records = [name for name in _digests(straight) if name.endswith(".tf_record")]

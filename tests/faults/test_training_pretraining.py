@@ -12,6 +12,7 @@ import random
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 import tensorflow as tf
@@ -232,13 +233,19 @@ def test_failures_are_one_line_errors_and_nothing_is_overwritten(workdir, straig
       assert not [n for n in os.listdir(out) if n.startswith("ckpt")]
 
 
-def test_ctrl_c_is_one_line_and_exit_130(workdir, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ctrl_c_is_one_line_and_exit_130(workdir, tmp_path, seed):  # noqa: F811
+  # A checkpoint every step: a seeded delay after "step 2/" lands the interrupt in a step, a
+  # save or between them. (Before Ctrl-C stopped the TensorFlow scripts at once, an interrupt
+  # inside TF's checkpoint code gave "RuntimeError: Exiting device scope without proper scope
+  # nesting" and, once, a segmentation fault at exit.)
   out = tmp_path / "out"
   process = subprocess.Popen(_command(workdir, out, 1000, FLAGS), cwd=ROOT, env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   for line in process.stdout:
     if line.startswith("step 2/"):
       break
+  time.sleep(random.Random(seed).uniform(0.0, 0.5))
   process.send_signal(signal.SIGINT)
   _, stderr = process.communicate(timeout=300)
   assert process.returncode == 130, stderr[-3000:]
@@ -247,5 +254,23 @@ def test_ctrl_c_is_one_line_and_exit_130(workdir, tmp_path):  # noqa: F811
   # Checkpoints are whole or absent: every ckpt-N has its index and data. (An interrupt
   # between TF's shard write and merge may leave ckpt-N_temp/: the next run removes it.)
   names = os.listdir(out)
-  for prefix in {n.split(".")[0] for n in names if n.startswith("ckpt-")}:
+  for prefix in {n.split(".")[0] for n in names
+                 if n.startswith("ckpt-") and not n.split(".")[0].endswith("_temp")}:
     assert {f"{prefix}.index", f"{prefix}.data-00000-of-00001"} <= set(names), names
+
+
+def test_the_next_run_removes_temp_files_of_a_stopped_process(tmp_path):
+  """An output stopped mid-write (Ctrl-C, a kill) leaves ``<name>.tmp-<pid>-<8 hex>``: the next
+  training run in the folder removes it when that process is gone, and only then."""
+  from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
+  gone = subprocess.Popen(["true"])
+  gone.wait()
+  dead = tmp_path / f"eval_results.txt.tmp-{gone.pid}-0123abcd"
+  alive = tmp_path / f"eval_results.txt.tmp-{os.getpid()}-0123abcd"  # a run still writing
+  user = tmp_path / "notes.tmp-1-xyz"  # not the pattern
+  for path in (dead, alive, user):
+    path.write_text("x")
+  said = []
+  loop.clean_save_leftovers(str(tmp_path), said.append)
+  assert sorted(os.listdir(tmp_path)) == sorted([alive.name, user.name])
+  assert said == [f"removing {dead}, left by a write that was interrupted"]
