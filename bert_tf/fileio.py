@@ -11,6 +11,7 @@ go through ``tf.io.gfile``. TensorFlow is imported only for those, so that data 
 
 import contextlib
 import os
+import re
 import shutil
 import uuid
 
@@ -55,6 +56,53 @@ def temp_name(path):
   return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+_TEMP = re.compile(r"^(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")  # temp_name's
+
+
+def stale_temp(path):
+  """Whether ``path`` is a local ``temp_name`` file whose process is no longer running (a
+  write stopped by Ctrl-C or a kill)."""
+  match = _TEMP.match(os.path.basename(path))
+  return (bool(match) and not is_remote(path) and os.path.isfile(path)
+          and not _running(int(match.group("pid"))))
+
+
+def _running(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:  # e.g. another user's process
+    return True
+  return True
+
+
+def remove_stale_temps(path):
+  """Removes the ``temp_name`` files of ``path`` that stopped processes left (local paths).
+
+  Returns:
+    The removed paths (list of str).
+  """
+  if is_remote(path):
+    return []
+  folder = os.path.dirname(os.path.abspath(path))
+  try:
+    names = os.listdir(folder)
+  except OSError:
+    return []
+  removed = []
+  for name in names:
+    match = _TEMP.match(name)
+    full = os.path.join(folder, name)
+    if match and match.group("target") == os.path.basename(path) and stale_temp(full):
+      try:
+        os.remove(full)
+        removed.append(full)
+      except OSError:
+        pass
+  return removed
+
+
 def commit(tmp_path, path):
   """Renames a finished temporary file onto ``path``, replacing what was there."""
   if is_remote(path):
@@ -85,13 +133,15 @@ def make_parent(path):
 
 @contextlib.contextmanager
 def atomic_write(path, mode="w"):
-  """Opens ``path`` for writing through a temporary file; renamed only on success.
+  """Opens ``path`` for writing through a temporary file; renamed only on success. Temporary
+  files of ``path`` that a stopped process left are removed first.
 
   Example:
     >>> with atomic_write("/tmp/x.json") as f:
     ...   _ = f.write("{}")
   """
   make_parent(path)
+  remove_stale_temps(path)
   tmp = temp_name(path)
   try:
     with open_file(tmp, mode) as f:
@@ -104,6 +154,7 @@ def atomic_write(path, mode="w"):
 
 def copy_atomically(source, target):
   """Copies ``source`` to ``target`` through a temporary name (``gs://`` paths work)."""
+  remove_stale_temps(target)
   tmp = temp_name(target)
   try:
     if is_remote(source) or is_remote(target):

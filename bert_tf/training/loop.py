@@ -436,7 +436,6 @@ def latest_checkpoint(model_dir):
 
 _CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 _SAVE_TEMP_DIR = re.compile(r"^ckpt-\d+_temp$")  # TF's shards before the merge into ckpt-N
-_TEMP_FILE = re.compile(r"^.+\.tmp-(\d+)-[0-9a-f]{8}$")  # fileio.temp_name's, <pid> in it
 
 
 def _checkpoint_number(prefix):
@@ -576,21 +575,9 @@ def clean_save_leftovers(model_dir, progress):
     if _SAVE_TEMP_DIR.match(name) and tf.io.gfile.isdir(path):
       progress(f"removing {path}, left by a save that was interrupted")
       tf.io.gfile.rmtree(path)
-    temp = _TEMP_FILE.match(name)
-    if (temp and not fileio.is_remote(path) and os.path.isfile(path)
-        and not _running(int(temp.group(1)))):
+    if fileio.stale_temp(path):
       progress(f"removing {path}, left by a write that was interrupted")
       os.remove(path)
-
-
-def _running(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except OSError:  # e.g. another user's process
-    return True
-  return True
 
 
 # === Fault injection (tests only; off unless BERT_TF_FAULT is set) ===
