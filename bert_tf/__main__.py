@@ -290,6 +290,8 @@ def main(argv=None, out=None):
 
 
 def console_main():
+  from bert_tf import cli  # pylint: disable=import-outside-toplevel
+  cli.stop_at_once_on_ctrl_c(PROG)  # outputs are atomic: nothing half-written is left
   sys.exit(main())
 
 

@@ -22,8 +22,9 @@ def _prog():
   return os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
 
 
-def _stop_at_once_on_ctrl_c():
+def stop_at_once_on_ctrl_c(prog=None):
   """Ctrl-C ends the process where it is: ``prog: interrupted`` and exit 130, no unwinding.
+  ``prog`` defaults to the script's name.
 
   A ``KeyboardInterrupt`` lands between any two Python bytecodes, TensorFlow's own included:
   raised inside one of its context managers (a device scope half exited during a checkpoint
@@ -33,7 +34,7 @@ def _stop_at_once_on_ctrl_c():
   whole, TensorFlow writes checkpoints the same way, and the same command resumes from the
   last checkpoint and removes a killed run's leftovers (``tests/faults/``).
   """
-  line = f"{_prog()}: interrupted\n".encode()
+  line = f"{prog or _prog()}: interrupted\n".encode()
 
   def handler(signum, frame):  # pylint: disable=unused-argument
     try:
@@ -50,11 +51,11 @@ def run(main, stop_at_once_on_ctrl_c=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
   Ctrl-C as ``prog: interrupted`` and exit 130: by ``KeyboardInterrupt`` (cleanup code runs),
   or with ``stop_at_once_on_ctrl_c`` at once (the TensorFlow scripts; see
-  ``_stop_at_once_on_ctrl_c``)."""
+  ``stop_at_once_on_ctrl_c``)."""
 
   def _main(argv):
     if stop_at_once_on_ctrl_c:
-      _stop_at_once_on_ctrl_c()
+      stop_at_once_on_ctrl_c()
     try:
       return main(argv)
     except BertTfError as e:

@@ -1,0 +1,67 @@
+"""``cli.stop_at_once_on_ctrl_c``: Ctrl-C (SIGINT) in the middle of work is one line on stderr
+and exit status 130 at once, with no traceback; ``python -m bert_tf`` installs it, and the
+next run removes what the stopped one left."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_WORK = """
+import sys, time
+from bert_tf import cli
+cli.stop_at_once_on_ctrl_c("prog")
+print("ready", flush=True)
+try:
+  time.sleep(120)
+finally:
+  print("unwound", file=sys.stderr)  # not reached: the process stops where it is
+"""
+
+
+def test_ctrl_c_is_one_line_and_exit_130_at_once():
+  process = subprocess.Popen([sys.executable, "-c", _WORK], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": ROOT})
+  assert process.stdout.readline() == "ready\n"
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=60)
+  assert process.returncode == 130
+  assert stderr.splitlines()[-1] == "prog: interrupted"
+  assert "Traceback" not in stderr and "unwound" not in stderr
+
+
+def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, tmp_path):
+  """Ctrl-C while ``python -m bert_tf embed`` writes its output (its temporary file exists):
+  one line, exit 130, the temporary file stays behind (no unwinding), no output; the same
+  command then removes it and writes the whole output."""
+  from pydoc_data import topics  # pylint: disable=import-outside-toplevel
+  lines = [" ".join(text.split()[:30]) for text in topics.topics.values()][:400]
+  (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n")
+  out = tmp_path / "out"
+  out.mkdir()
+  command = [sys.executable, "-m", "bert_tf", "embed", f"--model={minilm_path}",
+             f"--input_file={tmp_path / 'lines.txt'}", f"--output_file={out / 'emb.jsonl'}"]
+  env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+  deadline = time.monotonic() + 300
+  while not os.listdir(out):
+    assert process.poll() is None, process.communicate()
+    assert time.monotonic() < deadline
+    time.sleep(0.005)
+  process.send_signal(signal.SIGINT)
+  _, stderr = process.communicate(timeout=60)
+  assert process.returncode == 130, stderr[-2000:]
+  assert stderr.strip().splitlines() == ["bert_tf: interrupted"]
+  [left] = os.listdir(out)
+  assert re.fullmatch(r"emb\.jsonl\.tmp-\d+-[0-9a-f]{8}", left), left
+  again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env,
+                         timeout=300)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert os.listdir(out) == ["emb.jsonl"]
+  assert len((out / "emb.jsonl").read_text().splitlines()) == len(lines)
