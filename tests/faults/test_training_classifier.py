@@ -91,7 +91,8 @@ def test_ctrl_c_stops_at_once_and_the_same_command_gives_the_uninterrupted_outpu
   process.send_signal(signal.SIGINT)
   _, stderr = process.communicate(timeout=300)
   assert process.returncode == 130, stderr[-3000:]
-  assert stderr.strip().splitlines() == ["run_classifier.py: interrupted"]
+  assert stderr.strip().splitlines()[-1] == "run_classifier.py: interrupted"
+  assert "Traceback" not in stderr
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
