@@ -117,7 +117,7 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main, stop_at_once_on_ctrl_c=True)
+  cli.run(main, ctrl_c_stops_at_once=True)
 
 
 if __name__ == "__main__":

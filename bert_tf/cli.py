@@ -47,14 +47,14 @@ def stop_at_once_on_ctrl_c(prog=None):
   signal.signal(signal.SIGINT, handler)
 
 
-def run(main, stop_at_once_on_ctrl_c=False):
+def run(main, ctrl_c_stops_at_once=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
   Ctrl-C as ``prog: interrupted`` and exit 130: by ``KeyboardInterrupt`` (cleanup code runs),
-  or with ``stop_at_once_on_ctrl_c`` at once (the TensorFlow scripts; see
+  or with ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see
   ``stop_at_once_on_ctrl_c``)."""
 
   def _main(argv):
-    if stop_at_once_on_ctrl_c:
+    if ctrl_c_stops_at_once:
       stop_at_once_on_ctrl_c()
     try:
       return main(argv)
