@@ -56,15 +56,22 @@ def temp_name(path):
   return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-_TEMP = re.compile(r"^(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")  # temp_name's
+_TEMP = re.compile(r"(?P<target>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}")  # temp_name's
+
+
+def temp_target(name):
+  """``(target name, pid)`` when ``name`` is a ``temp_name`` (``<target>.tmp-<pid>-<8 hex>``,
+  names only, no folder), else None."""
+  match = _TEMP.fullmatch(name)
+  return (match.group("target"), int(match.group("pid"))) if match else None
 
 
 def stale_temp(path):
   """Whether ``path`` is a local ``temp_name`` file whose process is no longer running (a
   write stopped by Ctrl-C or a kill)."""
-  match = _TEMP.match(os.path.basename(path))
-  return (bool(match) and not is_remote(path) and os.path.isfile(path)
-          and not _running(int(match.group("pid"))))
+  temp = temp_target(os.path.basename(path))
+  return (temp is not None and not is_remote(path) and os.path.isfile(path)
+          and not _running(temp[1]))
 
 
 def _running(pid):
@@ -92,9 +99,9 @@ def remove_stale_temps(path):
     return []
   removed = []
   for name in names:
-    match = _TEMP.match(name)
+    temp = temp_target(name)
     full = os.path.join(folder, name)
-    if match and match.group("target") == os.path.basename(path) and stale_temp(full):
+    if temp and temp[0] == os.path.basename(path) and stale_temp(full):
       try:
         os.remove(full)
         removed.append(full)

@@ -86,10 +86,10 @@ def remove_leftovers(output_files):
       continue
     folder = os.path.dirname(os.path.abspath(path))
     folders.add(folder)
-    temp = re.compile(re.escape(os.path.basename(path)) + r"\.tmp-\d+-[0-9a-f]{8}")
     for name in _names(folder):
       full = os.path.join(folder, name)
-      if temp.fullmatch(name) and os.path.isfile(full):
+      temp = fileio.temp_target(name)
+      if temp and temp[0] == os.path.basename(path) and os.path.isfile(full):
         os.remove(full)
         removed.append(full)
   for folder in folders:

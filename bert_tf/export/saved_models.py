@@ -48,7 +48,6 @@ with a ``text_b`` of 3 would otherwise be broadcast): a mismatch raises
 """
 
 import os
-import re
 
 import tensorflow as tf
 
@@ -165,7 +164,6 @@ def remove_leftovers(export_dir):
   """
   export_dir = os.path.normpath(export_dir)
   parent = os.path.dirname(export_dir) or "."
-  ours = re.compile(re.escape(os.path.basename(export_dir)) + r"\.tmp-\d+-[0-9a-f]{8}")
   try:
     names = tf.io.gfile.listdir(parent)
   except tf.errors.NotFoundError:
@@ -174,7 +172,8 @@ def remove_leftovers(export_dir):
   for name in names:
     name = name.rstrip("/")
     path = os.path.join(parent, name)
-    if ours.fullmatch(name) and tf.io.gfile.isdir(path):
+    temp = fileio.temp_target(name)
+    if temp and temp[0] == os.path.basename(export_dir) and tf.io.gfile.isdir(path):
       tf.io.gfile.rmtree(path)
       removed.append(path)
   return sorted(removed)

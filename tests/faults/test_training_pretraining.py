@@ -263,9 +263,8 @@ def test_the_next_run_removes_temp_files_of_a_stopped_process(tmp_path):
   """An output stopped mid-write (Ctrl-C, a kill) leaves ``<name>.tmp-<pid>-<8 hex>``: the next
   training run in the folder removes it when that process is gone, and only then."""
   from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
-  gone = subprocess.Popen(["true"])
-  gone.wait()
-  dead = tmp_path / f"eval_results.txt.tmp-{gone.pid}-0123abcd"
+  from tests.faults.test_stale_temps import _dead_pid  # pylint: disable=import-outside-toplevel
+  dead = tmp_path / f"eval_results.txt.tmp-{_dead_pid()}-0123abcd"
   alive = tmp_path / f"eval_results.txt.tmp-{os.getpid()}-0123abcd"  # a run still writing
   user = tmp_path / "notes.tmp-1-xyz"  # not the pattern
   for path in (dead, alive, user):
