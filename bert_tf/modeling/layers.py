@@ -357,15 +357,19 @@ class TransformerBlock(_ConfigLayer):
     context, probs = self.attention(x, attention_adder, training=training)
     attention_output = self.attention_output_dense(context)
     attention_output = self.attention_dropout(attention_output, training=training)
-    dtype = self.compute_dtype
-    attention_output = tf.cast(self.attention_output_layer_norm(
-        tf.cast(attention_output, tf.float32) + tf.cast(x, tf.float32)), dtype)  # [B,S,H]
+    attention_output = self._add_and_norm(self.attention_output_layer_norm,
+                                          attention_output, x)  # [B,S,H]
     intermediate = self.intermediate_dense(attention_output)  # [B,S,I]
     layer_output = self.output_dense(intermediate)
     layer_output = self.output_dropout(layer_output, training=training)
-    layer_output = tf.cast(self.output_layer_norm(
-        tf.cast(layer_output, tf.float32) + tf.cast(attention_output, tf.float32)), dtype)
+    layer_output = self._add_and_norm(self.output_layer_norm, layer_output, attention_output)
     return layer_output, probs
+
+  def _add_and_norm(self, norm, x, residual):
+    """``norm(x + residual)``: the sum and LayerNorm in float32, the output in the compute
+    dtype (rounded once under mixed precision)."""
+    return tf.cast(norm(tf.cast(x, tf.float32) + tf.cast(residual, tf.float32)),
+                   self.compute_dtype)
 
 
 def attention_adder_from_mask(input_mask):
