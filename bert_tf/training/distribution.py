@@ -235,8 +235,9 @@ def _multi_worker_strategy(timeout_s):
   anyone would (see ``DEFAULT_WORKER_START_TIMEOUT_S``), inside a C++ call that holds the GIL,
   so a watchdog thread cannot help. So the coordination service is configured here, before
   the strategy would configure it with its defaults: registration becomes a barrier with
-  ``timeout_s``, which fails on every task that is waiting when a task never came. TensorFlow's API for this is
-  private; if it moved, the strategy starts as TensorFlow configures it.
+  ``timeout_s``, which fails on every task that is waiting when a task never came.
+  TensorFlow's API for this is private; if it moved, the strategy starts as TensorFlow
+  configures it.
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
