@@ -53,6 +53,11 @@ flags.DEFINE_bool("export_google_checkpoint", True,
                   "format (with bert_config.json).")
 flags.DEFINE_float("peak_tflops", None, "Peak TFLOP/s of all devices, for the MFU in the "
                    "progress line (detected for known GPUs).")
+flags.DEFINE_bool("check_input_files", False,
+                  "Before training, read every record of --input_file (and --eval_input_file): "
+                  "CRCs, shapes and ids within the config's vocab_size; the first damaged "
+                  "record is named (file, byte offset, record number). Without it, the first "
+                  "records of each file are checked.")
 training_flags.define_training_flags()
 
 for _name in ("bert_config_file", "input_file", "output_dir"):
@@ -97,7 +102,7 @@ def main(argv):
       use_next_sentence=FLAGS.use_next_sentence, dynamic_masking=dynamic_masking,
       seed=FLAGS.seed, export_google_checkpoint=FLAGS.export_google_checkpoint,
       peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None,
-      vocab_file=FLAGS.vocab_file, progress=print)
+      vocab_file=FLAGS.vocab_file, check_input_files=FLAGS.check_input_files, progress=print)
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):

@@ -14,6 +14,9 @@ from bert_tf import quiet
 quiet.setup()
 
 from absl import app  # pylint: disable=wrong-import-position
+from absl import flags  # pylint: disable=wrong-import-position
+
+from bert_tf import flag_ranges  # pylint: disable=wrong-import-position
 
 from bert_tf.errors import BertTfError
 
@@ -57,6 +60,7 @@ def run(main, ctrl_c_stops_at_once=False):
     if ctrl_c_stops_at_once:
       stop_at_once_on_ctrl_c()
     try:
+      flag_ranges.check(flags.FLAGS)  # nan, inf, negative rates...: one line, before anything
       return main(argv)
     except BertTfError as e:
       print(f"{_prog()}: error: {e}", file=sys.stderr)

@@ -48,6 +48,9 @@ def _first_record(path, compression):
   try:
     for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
       return record.numpy()
+  except tf.errors.DataLossError as e:  # a damaged first record: the file and its offset
+    from bert_tf.data import record_check  # pylint: disable=import-outside-toplevel
+    raise BertTfError(record_check.describe_data_loss([path], e.message)) from None
   except tf.errors.OpError as e:
     # TF's message without its "{{function_node ...}}" prefix and " [Op:...]" suffix.
     first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", (e.message or "").strip().split("\n")[0])
@@ -56,24 +59,44 @@ def _first_record(path, compression):
   return None
 
 
+def _shape(example):
+  """(max_seq_length, max_predictions_per_seq) of a pretraining record (None: no feature)."""
+  def length(name):
+    feature = example.features.feature.get(name)
+    return None if feature is None else len(feature.int64_list.value)
+  return length("input_ids"), length("masked_lm_ids")
+
+
 def check_pretraining_files(files, max_seq_length, max_predictions_per_seq, compression=None):
   """Host-side check before a pipeline is built, so that bad input is one line, not a hang.
 
-  Finds the first record of the first file that has one (usually one read) and checks it
-  against the feature spec. Raises ``BertTfError`` when no file has a record (a training
-  input of empty files would repeat nothing forever) or when the record lacks a feature or
-  holds another number of values (files written for another max_seq_length or
-  max_predictions_per_seq: TensorFlow's own error is a traceback from inside the pipeline).
-  Only the first record is checked: files of one run are written with one setting.
+  Reads the first record of every file (one read each) and checks them against the feature
+  spec. Raises ``BertTfError`` when no file has a record (a training input of empty files
+  would repeat nothing forever), when two files hold records of different shapes (shards of
+  another max_seq_length or max_predictions_per_seq mixed in one --input_file: both named),
+  or when the records lack a feature or hold another number of values (files written for
+  another max_seq_length or max_predictions_per_seq: TensorFlow's own error is a traceback
+  from inside the pipeline). Only first records are checked: a file is written with one
+  setting.
   """
+  first = None
   for path in files:
     record = _first_record(path, compression)
-    if record is not None:
-      break
-  else:
+    if record is None:
+      continue
+    example = tf.train.Example.FromString(record)
+    if first is None:
+      first = (path, record, example)
+    elif _shape(example) != _shape(first[2]):
+      (seq_a, pred_a), (seq_b, pred_b) = _shape(first[2]), _shape(example)
+      raise BertTfError(
+          f"--input_file mixes records of two shapes: {first[0]} has max_seq_length {seq_a}, "
+          f"max_predictions_per_seq {pred_a}; {path} has {seq_b}, {pred_b} (data made with "
+          "other --max_seq_length/--max_predictions_per_seq): give files of one shape")
+  if first is None:
     names = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
     raise BertTfError(f"no records in the input file(s): {names}")
-  example = tf.train.Example.FromString(record)
+  path, record, example = first
   for name, (dtype, _) in feature_spec.PRETRAINING_FEATURES.items():
     expected = feature_spec.feature_length(name, max_seq_length, max_predictions_per_seq)
     if name not in example.features.feature:

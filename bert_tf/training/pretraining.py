@@ -95,13 +95,16 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                     steps_per_loop=1000, gradient_accumulation_steps=1, dtype="float32",
                     jit_compile=None, optimizer_kwargs=None, use_next_sentence=True,
                     dynamic_masking=None, seed=None, export_google_checkpoint=True,
-                    peak_flops=None, vocab_file=None, progress=None):
+                    peak_flops=None, vocab_file=None, check_input_files=False, progress=None):
   """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.
 
   Args mirror the script's flags. ``input_file``: comma-separated files or globs of TFRecords
   made by Google's ``create_pretraining_data.py`` or bert_tf's. ``dynamic_masking``: None, or
   a dict of ``bert_tf.data.pipeline`` masking options (re-mask on every read). ``vocab_file``:
   the vocab.txt the data was made with, copied beside the checkpoints (optional).
+  The input files are checked before the model is built (``input_checks``: shapes, ids within
+  the config's vocab; with ``check_input_files`` every record's CRCs and ids), and a damaged
+  record met while training or evaluating is a one-line error naming its file and offset.
   Returns {"train": {...}, "eval": {...}} for the phases run. Writes checkpoints,
   TensorBoard summaries, ``eval_results.txt`` and (``export_google_checkpoint``) a Google-format
   ``bert_model.ckpt`` + ``bert_config.json`` (+ ``vocab.txt``) under ``output_dir/google``;
@@ -112,7 +115,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   import keras  # pylint: disable=import-outside-toplevel
 
   from bert_tf import flops  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import input_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import record_check  # pylint: disable=import-outside-toplevel
   from bert_tf import fileio  # pylint: disable=import-outside-toplevel
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
@@ -131,6 +136,13 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         f"--train_batch_size {train_batch_size} must divide evenly over "
         f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
         "accumulation step(s)")
+  train_files = pipeline.expand_file_patterns(input_file) if do_train else []
+  eval_files = pipeline.expand_file_patterns(eval_input_file or input_file) if do_eval else []
+  for files in (train_files, eval_files if eval_files != train_files else []):
+    if files:
+      input_checks.check_pretraining_inputs(
+          files, bert_config, max_seq_length, max_predictions_per_seq,
+          full=check_input_files, progress=progress)
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
   if distribution.is_chief(strategy):
@@ -168,11 +180,12 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: checkpoints.load_weights(m, init_checkpoint)  # noqa: E731
-    results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
-                                     init_fn=init_fn,
-                                     summary_writer=(loop.summary_writer(output_dir)
-                                                     if chief else None),
-                                     progress=progress)
+    with record_check.naming_damaged_records(train_files):
+      results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
+                                       init_fn=init_fn,
+                                       summary_writer=(loop.summary_writer(output_dir)
+                                                       if chief else None),
+                                       progress=progress)
     if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir,
                                 results["train"]["global_step"], vocab_file)
@@ -186,9 +199,10 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     if global_step is None:
       latest = loop.latest_checkpoint(output_dir)
       global_step = int(latest.rsplit("-", 1)[1]) if latest else 0
-    metrics = loop.evaluate(strategy, model, task,
-                            dataset_fn(eval_input_file or input_file, eval_batch_size, False),
-                            max_steps=max_eval_steps)
+    with record_check.naming_damaged_records(eval_files):
+      metrics = loop.evaluate(strategy, model, task,
+                              dataset_fn(eval_input_file or input_file, eval_batch_size, False),
+                              max_steps=max_eval_steps)
     metrics["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)

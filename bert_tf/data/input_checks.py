@@ -1,0 +1,72 @@
+"""Pretraining TFRecords checked against the model before training: one line, not a crash.
+
+``check_pretraining_inputs`` (run_pretraining, before the model is built):
+  - the records' token ids (``input_ids``, ``masked_lm_ids``) are below the config's
+    ``vocab_size`` and their ``segment_ids`` below ``type_vocab_size``: an id past the
+    embedding table is a gather error on GPU/TPU (or, on some devices, silently a zero row),
+    deep in the first step. Checked on the first records of every file (``SAMPLE`` from the
+    first file, the first record of each other), or on every record with ``full``;
+  - with ``full`` (``--check_input_files``), every record's framing and CRCs first
+    (``record_check``: file, byte offset and record number of the first damage).
+The records' shapes are checked by ``pipeline.check_pretraining_files`` (every pipeline).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data import record_check
+from bert_tf.errors import BertTfError
+
+SAMPLE = 64  # records of the first file whose ids are checked when not checking fully
+_ID_FEATURES = (("input_ids", "vocab_size"), ("masked_lm_ids", "vocab_size"),
+                ("segment_ids", "type_vocab_size"))
+
+
+def _max_ids(path, compression, count=None):
+  """{feature: (max id, index of the first record holding it)} over the first ``count``
+  records of ``path`` (all with None), parsed in batches by TensorFlow."""
+  spec = {name: tf.io.RaggedFeature(tf.int64) for name, _ in _ID_FEATURES}
+  dataset = tf.data.TFRecordDataset(path, compression_type=compression)
+  if count is not None:
+    dataset = dataset.take(count)
+  best = {}
+  start = 0
+  with record_check.naming_damaged_records([path]):
+    for batch in dataset.batch(4096):
+      parsed = tf.io.parse_example(batch, spec)
+      for name, _ in _ID_FEATURES:
+        ragged = parsed[name]
+        rows = ragged.row_lengths().numpy()
+        if not rows.sum():
+          continue
+        row_max = tf.reduce_max(ragged, axis=1).numpy()   # [records in batch]
+        row_max = np.where(rows > 0, row_max, -1)
+        i = int(np.argmax(row_max))
+        if name not in best or row_max[i] > best[name][0]:
+          best[name] = (int(row_max[i]), start + i)
+      start += int(batch.shape[0])
+  return best
+
+
+def check_pretraining_inputs(files, config, max_seq_length, max_predictions_per_seq,
+                             full=False, progress=None, config_file=None):
+  """Raises a one-line ``BertTfError`` when the pretraining TFRecords ``files`` do not fit:
+  records of other shapes (``pipeline.check_pretraining_files``), or ids past ``config``'s
+  ``vocab_size``/``type_vocab_size`` (naming the file, record and id); with ``full``, every
+  record of every file is checked, its CRCs first. ``config_file`` (optional) is named."""
+  from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
+  if full:
+    record_check.check_files(files, progress=progress)
+  compression = pipeline._compression(files)  # pylint: disable=protected-access
+  pipeline.check_pretraining_files(files, max_seq_length, max_predictions_per_seq, compression)
+  sizes = {"vocab_size": config.vocab_size, "type_vocab_size": config.type_vocab_size}
+  where = f" of {config_file}" if config_file else ""
+  for i, path in enumerate(files):
+    maxima = _max_ids(path, compression, None if full else (SAMPLE if i == 0 else 1))
+    for name, limit_name in _ID_FEATURES:
+      found = maxima.get(name)
+      if found is not None and found[0] >= sizes[limit_name]:
+        raise BertTfError(
+            f"{path}: record {found[1]} has {name} {found[0]}, but the config{where} has "
+            f"{limit_name} {sizes[limit_name]} (the data was made with another vocab, or "
+            "another --bert_config_file is needed)")

@@ -1,0 +1,64 @@
+"""The one range check of every script's number flags: nan, inf, negative rates and the like.
+
+absl checks that ``--learning_rate=nan`` is a float; it is, and a run with it trains a NaN
+model, exports it and exits 0. ``RULES`` says, once for every script, which values each number
+flag may take; ``check`` (called by ``cli.run`` before a script's ``main``) raises a one-line
+``BertTfError`` naming the first flag out of range. A flag a script does not define, or left
+at None (unset), is not checked.
+"""
+
+import math
+
+from bert_tf.errors import BertTfError
+
+
+def _finite(value):
+  return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+# name -> (test, what the value must be). Probabilities of dropping or masking are fractions.
+_POSITIVE = (lambda v: _finite(v) and v > 0, "a finite number > 0")
+_NON_NEGATIVE = (lambda v: _finite(v) and v >= 0, "a finite number >= 0")
+_FRACTION = (lambda v: _finite(v) and 0 <= v <= 1, "in [0, 1]")
+_DROP = (lambda v: _finite(v) and 0 <= v < 1, "in [0, 1)")
+_AT_LEAST_1 = (lambda v: v >= 1, ">= 1")
+_AT_LEAST_0 = (lambda v: v >= 0, ">= 0")
+
+RULES = {
+    # Optimizer and schedule (training/flags.py and the scripts).
+    "learning_rate": _POSITIVE,
+    "end_learning_rate": _NON_NEGATIVE,
+    "lr_decay_power": _NON_NEGATIVE,
+    "weight_decay_rate": _NON_NEGATIVE,
+    "adam_beta1": _DROP,
+    "adam_beta2": _DROP,
+    "adam_epsilon": _NON_NEGATIVE,
+    "clip_norm": _NON_NEGATIVE,
+    "warmup_proportion": _FRACTION,
+    "num_train_epochs": _POSITIVE,
+    "num_train_steps": _AT_LEAST_1,
+    "num_warmup_steps": _AT_LEAST_0,
+    "save_checkpoints_steps": _AT_LEAST_0,
+    "steps_per_loop": _AT_LEAST_1,
+    "iterations_per_loop": _AT_LEAST_1,
+    "max_eval_steps": _AT_LEAST_1,
+    "train_batch_size": _AT_LEAST_1,
+    "eval_batch_size": _AT_LEAST_1,
+    "predict_batch_size": _AT_LEAST_1,
+    "classifier_dropout": _DROP,
+    "masked_lm_prob": (lambda v: _finite(v) and 0 < v <= 1, "in (0, 1]"),
+    "peak_tflops": _POSITIVE,
+    "null_score_diff_threshold": (_finite, "a finite number"),
+    "worker_start_timeout_s": _POSITIVE,
+}
+
+
+def check(flag_values):
+  """Raises ``BertTfError`` (``--name=value: must be ...``) for the first flag of
+  ``flag_values`` (parsed ``absl.flags.FlagValues``) that ``RULES`` rejects."""
+  for name, (ok, what) in RULES.items():
+    if name not in flag_values:
+      continue
+    value = flag_values[name].value
+    if value is not None and not ok(value):
+      raise BertTfError(f"--{name}={value}: must be {what}")
