@@ -110,6 +110,7 @@ class Trainer:
     with strategy.scope():
       optimizer.build(model.trainable_variables)
     self._train_loop = None
+    self._non_finite_step = None  # set by each train loop: see build_train_loop
     self._compiled_update = None
     # Forward, backward and optimizer as one XLA computation (see _whole_update_compiles);
     # None: where it pays. Set before build_train_loop.
@@ -196,17 +197,55 @@ class Trainer:
       # MLM logits as the plain x E^T product: no [B*P,V] layout copies under XLA.
       heads.set_vocab_logits_layout(self.model, vocab_major=False)
     strategy = self.strategy
+    iterations = self.optimizer.iterations
 
     @tf.function
-    def train_loop(iterator, num_steps):
+    def steps(iterator, num_steps):
+      # The mean loss of the applied updates and the first update (its step number) whose
+      # loss was not finite, -1 if none: reduced in-graph, so no host round trip per step.
+      # A float16 step whose gradients overflow is skipped by dynamic loss scaling (the
+      # optimizer's iterations do not advance): its loss does not count.
       loss_sum = tf.constant(0.0)
+      applied_count = tf.constant(0.0)
+      non_finite_step = tf.constant(-1, tf.int64)
       for _ in tf.range(num_steps):
+        before = tf.identity(iterations)
         per_replica = strategy.run(self._replica_step, args=(next(iterator),))
-        loss_sum += strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-      return loss_sum / tf.cast(num_steps, tf.float32)
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        after = tf.cast(tf.identity(iterations), tf.int64)
+        applied = after > tf.cast(before, tf.int64)
+        loss_sum += tf.where(applied, loss, 0.0)
+        applied_count += tf.cast(applied, tf.float32)
+        non_finite_step = tf.where(
+            (non_finite_step < 0) & applied & ~tf.math.is_finite(loss), after, non_finite_step)
+      return loss_sum / applied_count, non_finite_step
+
+    def train_loop(iterator, num_steps):
+      """``steps_per_loop`` updates in-graph -> their mean loss (a scalar tensor)."""
+      mean_loss, self._non_finite_step = steps(iterator, num_steps)
+      return mean_loss
 
     self._train_loop = train_loop
     return train_loop
+
+  def _check_finite(self, loss, manager):
+    """After a loop: raises a one-line ``BertTfError`` when an applied update's loss was not
+    finite (``loss``, the loop's mean, is then not finite: only then is the step fetched), or
+    the weights are not (a finite loss whose update overflowed), before anything is saved:
+    the latest checkpoint stays the last finite one."""
+    step = int(self._non_finite_step.numpy()) if not np.isfinite(loss) else -1
+    if step >= 0:
+      what = f"the loss is not finite at step {step}"
+    elif not bool(_all_finite(self.model.trainable_variables)):
+      what = (f"the weights are not finite after step {int(self.optimizer.iterations.numpy())}"
+              " (an update overflowed)")
+    else:
+      return
+    latest = manager.latest_checkpoint
+    kept = (f"the latest checkpoint, {os.path.basename(latest)}, holds the last finite "
+            "weights" if latest else "no checkpoint was saved")
+    raise BertTfError(f"{what}: training stopped without saving ({kept}); lower "
+                      "--learning_rate, or check the input data")
 
   # === The host loop ===
 
@@ -287,7 +326,10 @@ class Trainer:
                    .numpy())
       elapsed = time.time() - loop_start
       step = int(self.optimizer.iterations.numpy())
-      if not np.isfinite(loss):
+      if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0 or (
+          not np.isfinite(loss)):
+        self._check_finite(loss, manager)
+      if not np.isfinite(loss):  # float16 updates skipped for overflow, none applied
         progress(f"warning: loss is {loss} at step {step}")
       stats = self._stats(step, n, elapsed, start_step, start_time, loss)
       progress(format_progress(stats, c.num_train_steps))
@@ -302,6 +344,7 @@ class Trainer:
         manager.save(checkpoint_number=step, options=_fault_options(step))
         saved_step = step
     if saved_step != step:
+      self._check_finite(loss, manager)
       manager.save(checkpoint_number=step, check_interval=False, options=_fault_options(step))
     return {"global_step": step, "loss": loss}
 
@@ -320,6 +363,11 @@ class Trainer:
       rate = (time.time() - start_time) / done
       stats["eta_seconds"] = rate * (c.num_train_steps - step)
     return stats
+
+
+@tf.function
+def _all_finite(variables):
+  return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
 
 def _collective_errors(train_loop, step):
