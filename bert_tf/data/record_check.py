@@ -155,7 +155,7 @@ def scan_file(path):
   offsets, lengths, stop = _walk(buf)
   size = int(buf.size)
   bad_head = _first_bad_heads(buf, offsets)
-  whole = offsets.size if stop >= size else offsets.size - 1  # frames inside the bytes
+  whole = int(np.sum(offsets + _HEAD + lengths + _FOOT <= size))  # frames inside the bytes
   if bad_head is not None:
     whole = min(whole, bad_head)
   bad_data = _first_bad_data(buf, offsets[:whole], lengths[:whole])
@@ -203,6 +203,15 @@ def record_at(path, offset):
   return damage if damage is not None and damage.offset == offset else None
 
 
+def _quietly(function, path, *args):
+  """``function(path, *args)``, or None when ``path`` cannot be read (gone, unreadable): the
+  search for the damaged file goes on with the others."""
+  try:
+    return function(path, *args)
+  except OSError:
+    return None
+
+
 _TF_OFFSET = re.compile(r"(?:corrupted|truncated) record at (\d+)")
 
 
@@ -218,13 +227,13 @@ def describe_data_loss(files, message):
     at = int(match.group(1))
     for path in files:
       for offset in (at, at - _HEAD):
-        damage = record_at(path, offset) if offset >= 0 else None
+        damage = _quietly(record_at, path, offset) if offset >= 0 else None
         if damage is not None:
           return f"{damage}; {ADVICE}"
   for path in files:
-    damage = scan_file(path).damage
-    if damage is not None:
-      return f"{damage}; {ADVICE}"
+    result = _quietly(scan_file, path)
+    if result is not None and result.damage is not None:
+      return f"{result.damage}; {ADVICE}"
   first = next((line.strip() for line in (message or "").splitlines() if line.strip()), "")
   first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", first)
   names = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")

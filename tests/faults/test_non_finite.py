@@ -80,14 +80,6 @@ def test_nan_loss_mid_loop_names_its_step_and_saves_nothing_after(tmp_path):
   assert not [line for line in lines if line.startswith("step 8/")]
 
 
-def test_nan_loss_in_the_first_loop_saves_nothing(tmp_path):
-  trainer = _trainer(tmp_path, steps=4, steps_per_loop=4, save_every=4)
-  with pytest.raises(BertTfError, match=r"^the loss is not finite at step 2: .*no checkpoint "
-                     r"was saved"):
-    trainer.train(_dataset_fn(4, nan_batch=1), progress=lambda line: None)
-  assert _checkpoints(tmp_path) == []
-
-
 def test_float16_step_skipped_by_loss_scaling_does_not_count(tmp_path):
   # The NaN batch's gradients are NaN: dynamic loss scaling skips that update (the step
   # counter does not advance), so the run goes on with the next batch to its last step.
