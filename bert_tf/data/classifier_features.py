@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.data import pipeline
+from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
 
 
@@ -243,7 +244,8 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
 
   Beside the TFRecord a sidecar <output_file>.meta.json records the fingerprint of the
   examples, labels, sequence length and tokenizer, and the record counts. When both exist and
-  the fingerprint matches, nothing is written. Both files are written atomically, the sidecar
+  the fingerprint matches and every record is sound (``record_check.reusable``: a damaged
+  cache is written again), nothing is written. Both files are written atomically, the sidecar
   last, so an interrupted write is redone next time.
 
   Returns:
@@ -259,7 +261,7 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
         meta = json.load(f)
     except (ValueError, tf.errors.OpError):
       meta = {}
-    if meta.get("fingerprint") == fingerprint:
+    if meta.get("fingerprint") == fingerprint and record_check.reusable(output_file):
       return dict(meta, cached=True)
   if tf.io.gfile.exists(meta_file):
     tf.io.gfile.remove(meta_file)  # The TFRecord is about to change.

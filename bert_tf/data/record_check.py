@@ -215,7 +215,7 @@ def _quietly(function, path, *args):
 _TF_OFFSET = re.compile(r"(?:corrupted|truncated) record at (\d+)")
 
 
-def describe_data_loss(files, message):
+def describe_data_loss(files, message, advice=ADVICE):
   """One line naming the damaged file among ``files`` for TensorFlow's ``DataLossError``
   ``message``: the file whose record at the byte offset the message names is damaged (one
   record read per file), else the first damage a full scan of the files finds, else
@@ -229,11 +229,11 @@ def describe_data_loss(files, message):
       for offset in (at, at - _HEAD):
         damage = _quietly(record_at, path, offset) if offset >= 0 else None
         if damage is not None:
-          return f"{damage}; {ADVICE}"
+          return f"{damage}; {advice}"
   for path in files:
     result = _quietly(scan_file, path)
     if result is not None and result.damage is not None:
-      return f"{result.damage}; {ADVICE}"
+      return f"{result.damage}; {advice}"
   first = next((line.strip() for line in (message or "").splitlines() if line.strip()), "")
   first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", first)
   names = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
@@ -241,14 +241,29 @@ def describe_data_loss(files, message):
 
 
 @contextlib.contextmanager
-def naming_damaged_records(files):
+def naming_damaged_records(files, advice=ADVICE):
   """A ``DataLossError`` inside the block (TensorFlow reading ``files``) becomes a one-line
-  ``BertTfError`` naming the file and byte offset (``describe_data_loss``)."""
+  ``BertTfError`` naming the file and byte offset (``describe_data_loss``), then ``advice``."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   try:
     yield
   except tf.errors.DataLossError as e:
-    raise BertTfError(describe_data_loss(list(files), e.message)) from None
+    raise BertTfError(describe_data_loss(list(files), e.message, advice)) from None
+
+
+CACHE_ADVICE = "the next run writes it again"
+
+
+def reusable(path):
+  """Whether a TFRecord a script wrote earlier as a cache (run_classifier's and run_squad's
+  ``train.tf_record``) is whole and sound; a damaged one is a one-line warning, and the
+  caller writes it again (else the same run would fail again after every resume)."""
+  result = _quietly(scan_file, path)
+  if result is not None and result.damage is None:
+    return True
+  from absl import logging  # pylint: disable=import-outside-toplevel
+  logging.warning("%s: writing it again", result.damage if result else f"{path}: unreadable")
+  return False
 
 
 def check_files(files, progress=None):

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, metrics, progress, tokenization
-from bert_tf.data import classifier_features, glue
+from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
 from bert_tf.training import DTYPE_POLICIES, distribution, loop
@@ -351,10 +351,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
-    results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                     summary_writer=(loop.summary_writer(output_dir)
-                                                     if chief else None),
-                                     progress=progress)
+    with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
+      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                       summary_writer=(loop.summary_writer(output_dir)
+                                                       if chief else None),
+                                       progress=progress)
     global_step = results["train"]["global_step"]
     if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, progress, tokenization
+from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertSpanLabeler, checkpoints
 from bert_tf.squad import evaluate as squad_evaluate
@@ -196,7 +197,7 @@ def cached_train_features(examples, tokenizer, path, max_seq_length, doc_stride,
         meta = json.load(f)
     except (ValueError, tf.errors.OpError):
       meta = {}
-    if meta.get("fingerprint") == fingerprint:
+    if meta.get("fingerprint") == fingerprint and record_check.reusable(path):
       return dict(meta, cached=True)
   if tf.io.gfile.exists(meta_file):
     tf.io.gfile.remove(meta_file)  # The TFRecord is about to change.
@@ -354,9 +355,10 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     with warnings.catch_warnings():
       # The span head does not use the pooler (nor did the original's): no gradient there.
       warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
-      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                       summary_writer=loop.summary_writer(output_dir),
-                                       progress=progress)
+      with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
+        results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                         summary_writer=loop.summary_writer(output_dir),
+                                         progress=progress)
     global_step = results["train"]["global_step"]
     if export_google_checkpoint:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)

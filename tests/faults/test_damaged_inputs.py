@@ -1,0 +1,180 @@
+"""run_pretraining.py on damaged or mismatched input files, and with impossible numbers.
+
+Each case runs the script and asserts the exit status and the one line it prints. Where a
+byte is changed or a file cut, the expected offset is summed from the lengths of the records
+the test wrote (TensorFlow's writer), not taken from the code under test.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.data import record_check
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ, PRED, RECORDS = 16, 3, 300
+CONFIG = ('{{"vocab_size": {vocab}, "hidden_size": 16, "num_hidden_layers": 1, '
+          '"num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu", '
+          '"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1, '
+          '"max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}}')
+PROG = "run_pretraining.py"
+
+
+def _examples(count, seq, pred, seed, max_id=100):
+  rng = np.random.default_rng(seed)
+  def ints(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+  for _ in range(count):
+    yield tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": ints(rng.integers(1, max_id, seq)), "input_mask": ints([1] * seq),
+        "segment_ids": ints([0] * (seq // 2) + [1] * (seq - seq // 2)),
+        "masked_lm_positions": ints(sorted(rng.choice(np.arange(1, seq), pred, False))),
+        "masked_lm_ids": ints(rng.integers(1, max_id, pred)),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * pred)),
+        "next_sentence_labels": ints([rng.integers(0, 2)])})).SerializeToString()
+
+
+def _write(path, seq=SEQ, pred=PRED, seed=0, max_id=100, count=RECORDS):
+  """Writes the records with TensorFlow's writer; returns the frame offsets (and the end)."""
+  lengths = []
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for record in _examples(count, seq, pred, seed, max_id):
+      writer.write(record)
+      lengths.append(len(record))
+  return np.concatenate([[0], np.cumsum([16 + n for n in lengths])])
+
+
+@pytest.fixture
+def work(tmp_path):
+  (tmp_path / "bert_config.json").write_text(CONFIG.format(vocab=100))
+  offsets = [_write(tmp_path / f"data-{i}.tfrecord", seed=i) for i in range(2)]
+  return tmp_path, offsets
+
+
+def _run(work_dir, out, extra=(), steps=60, files="data-*.tfrecord"):
+  command = [sys.executable, os.path.join(ROOT, PROG),
+             f"--input_file={work_dir}/{files}", f"--output_dir={out}",
+             f"--bert_config_file={work_dir}/bert_config.json", "--do_train=True",
+             f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+             "--train_batch_size=8", "--learning_rate=1e-3", f"--num_train_steps={steps}",
+             "--num_warmup_steps=0", "--seed=1", "--steps_per_loop=5",
+             "--save_checkpoints_steps=5", *extra]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+  return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                        env=env)
+
+
+def _one_line(result):
+  """The error line: exit 1, no traceback, the last line of stderr."""
+  assert result.returncode == 1, (result.returncode, result.stderr[-3000:])
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  return result.stderr.strip().splitlines()[-1]
+
+
+def _damage(path, offsets, how, k):
+  data = path.read_bytes()
+  if how == "flipped":
+    changed = bytearray(data)
+    changed[offsets[k] + 12 + 7] ^= 0x01  # a byte inside record k's data
+    path.write_bytes(bytes(changed))
+    return "the data's CRC-32C does not match (a changed byte)"
+  path.write_bytes(data[:offsets[k] + 12 + 7])  # cut inside record k's data
+  return f"the file ends inside the record (cut short: it needs {offsets[k + 1] - offsets[k]} "\
+         "bytes, 19 are left)"
+
+
+@pytest.mark.parametrize("how", ["flipped", "truncated"])
+def test_damaged_record_mid_run_is_one_line_and_again_after_resume(work, tmp_path, how):
+  work_dir, offsets = work
+  bad = work_dir / "data-1.tfrecord"
+  k = 250  # far enough that training has saved checkpoints before it reads record k
+  reason = _damage(bad, offsets[1], how, k)
+  expected = (f"{PROG}: error: {bad}: damaged TFRecord at byte {offsets[1][k]} (record {k}): "
+              f"{reason}; {record_check.ADVICE}")
+  out = tmp_path / "out"
+  first = _run(work_dir, out)
+  assert _one_line(first) == expected
+  steps = [line for line in first.stdout.splitlines() if line.startswith("step ")]
+  assert steps, "the damage must be met mid-run, after some training"
+  assert tf.train.latest_checkpoint(str(out)) is not None
+  again = _run(work_dir, out)
+  assert "resumed from" in again.stdout
+  assert _one_line(again) == expected
+  # The checker names the same record, and --check_input_files stops before training.
+  check = subprocess.run([sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
+                          f"--input_file={work_dir}/data-*.tfrecord"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+  assert _one_line(check) == expected.replace(PROG, "check_tfrecords.py", 1)
+  checked = _run(work_dir, tmp_path / "checked", ["--check_input_files"])
+  assert _one_line(checked) == expected
+  assert not [line for line in checked.stdout.splitlines() if line.startswith("step ")]
+  assert not os.path.exists(tmp_path / "checked" / "checkpoint")
+
+
+def test_files_of_two_shapes_are_named_before_training(work, tmp_path):
+  work_dir, _ = work
+  _write(work_dir / "data-2.tfrecord", seq=32, pred=5, seed=2, count=3)
+  result = _run(work_dir, tmp_path / "out", steps=2)
+  assert _one_line(result) == (
+      f"{PROG}: error: --input_file mixes records of two shapes: {work_dir}/data-0.tfrecord "
+      f"has max_seq_length {SEQ}, max_predictions_per_seq {PRED}; {work_dir}/data-2.tfrecord "
+      "has 32, 5 (data made with other --max_seq_length/--max_predictions_per_seq): give files "
+      "of one shape")
+  assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def test_ids_past_the_configs_vocab_are_one_line_before_training(work, tmp_path):
+  work_dir, _ = work
+  (work_dir / "bert_config.json").write_text(CONFIG.format(vocab=50))
+  # The first file's ids reach 99 within its first records (random ids in [1, 100)): found
+  # by the sample; the config's 50 rows would not hold them.
+  first = list(_examples(RECORDS, SEQ, PRED, 0))
+  ids = [max(tf.train.Example.FromString(r).features.feature["input_ids"].int64_list.value)
+         for r in first[:64]]
+  top, record = max(ids), ids.index(max(ids))
+  result = _run(work_dir, tmp_path / "out", steps=2)
+  assert _one_line(result) == (
+      f"{PROG}: error: {work_dir}/data-0.tfrecord: record {record} has input_ids {top}, but "
+      "the config has vocab_size 50 (the data was made with another vocab, or another "
+      "--bert_config_file is needed)")
+  assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+@pytest.mark.parametrize("flag,value,must", [
+    ("learning_rate", "nan", "a finite number > 0"),
+    ("learning_rate", "inf", "a finite number > 0"),
+    ("learning_rate", "-0.001", "a finite number > 0"),
+    ("num_train_steps", "0", ">= 1"),
+    ("adam_beta2", "1", "in [0, 1)"),
+])
+def test_impossible_numbers_are_one_line(work, tmp_path, flag, value, must):
+  work_dir, _ = work
+  result = _run(work_dir, tmp_path / "out", [f"--{flag}={value}"])
+  shown = {"nan": "nan", "inf": "inf", "-0.001": "-0.001", "0": "0", "1": "1.0"}[value]
+  assert _one_line(result) == f"{PROG}: error: --{flag}={shown}: must be {must}"
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_non_finite_loss_stops_at_its_step_keeps_last_finite_checkpoint(work, tmp_path):
+  # An overflowing learning rate, no warmup: update 1 (from the initial weights, a finite
+  # loss) moves every weight by about 1e30 x lr-free Adam steps; the next forward pass
+  # overflows float32, so the loss of update 2 is the first that is not finite.
+  work_dir, _ = work
+  out = tmp_path / "out"
+  result = _run(work_dir, out, ["--learning_rate=1e30", "--steps_per_loop=1",
+                                "--save_checkpoints_steps=1"], steps=6)
+  assert _one_line(result) == (
+      f"{PROG}: error: the loss is not finite at step 2: training stopped without saving (the "
+      "latest checkpoint, ckpt-1, holds the last finite weights); lower --learning_rate, or "
+      "check the input data")
+  assert os.path.basename(tf.train.latest_checkpoint(str(out))) == "ckpt-1"
+  assert not os.path.exists(out / "ckpt-2.index")
+  assert not os.path.exists(out / "google")
+  reader = tf.train.load_checkpoint(str(out / "ckpt-1"))
+  for name, dtype in reader.get_variable_to_dtype_map().items():
+    if dtype.is_floating:
+      assert np.all(np.isfinite(reader.get_tensor(name))), name
