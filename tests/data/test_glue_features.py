@@ -210,6 +210,14 @@ def test_cache_reuses_and_rewrites(tmp_path, tokenizer, uncased_vocab):
   again = cf.cached_convert_examples_to_features(examples, labels, 16, tokenizer, path)
   assert again["cached"] and again["fingerprint"] == first["fingerprint"]
   assert os.stat(path).st_mtime == 1  # Not rewritten.
+  # A changed byte or a cut in the cached records: written again (one warning), not reused to
+  # fail every run.
+  sound = open(path, "rb").read()
+  for damaged in (sound[:-3], sound[:40] + bytes([sound[40] ^ 1]) + sound[41:]):
+    with open(path, "wb") as f:
+      f.write(damaged)
+    redone = cf.cached_convert_examples_to_features(examples, labels, 16, tokenizer, path)
+    assert not redone["cached"] and open(path, "rb").read() == sound
 
   cased = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=False)
   changes = [

@@ -5,6 +5,7 @@ byte is changed or a file cut, the expected offset is summed from the lengths of
 the test wrote (TensorFlow's writer), not taken from the code under test.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import record_check
+from bert_tf.errors import BertTfError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, RECORDS = 16, 3, 300
@@ -101,62 +103,120 @@ def test_damaged_record_mid_run_is_one_line_and_again_after_resume(work, tmp_pat
   steps = [line for line in first.stdout.splitlines() if line.startswith("step ")]
   assert steps, "the damage must be met mid-run, after some training"
   assert tf.train.latest_checkpoint(str(out)) is not None
-  again = _run(work_dir, out)
-  assert "resumed from" in again.stdout
-  assert _one_line(again) == expected
-  # The checker names the same record, and --check_input_files stops before training.
+  # The checker names the same record.
   check = subprocess.run([sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
                           f"--input_file={work_dir}/data-*.tfrecord"], capture_output=True,
                          text=True, cwd=ROOT, timeout=300)
   assert _one_line(check) == expected.replace(PROG, "check_tfrecords.py", 1)
+  if how == "truncated":
+    return  # the rest is the same for both kinds of damage
+  again = _run(work_dir, out)
+  assert "resumed from" in again.stdout
+  assert _one_line(again) == expected
+  # --check_input_files stops before training.
   checked = _run(work_dir, tmp_path / "checked", ["--check_input_files"])
   assert _one_line(checked) == expected
   assert not [line for line in checked.stdout.splitlines() if line.startswith("step ")]
   assert not os.path.exists(tmp_path / "checked" / "checkpoint")
 
 
-def test_files_of_two_shapes_are_named_before_training(work, tmp_path):
+def _check_inputs(work_dir, vocab=100, full=False):
+  """What run_pretraining checks before building the model (in-process: no start-up)."""
+  from bert_tf.data import input_checks, pipeline  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  files = pipeline.expand_file_patterns(f"{work_dir}/data-*.tfrecord")
+  config = BertConfig.from_dict(json.loads(CONFIG.format(vocab=vocab)))
+  input_checks.check_pretraining_inputs(files, config, SEQ, PRED, full=full)
+
+
+def test_files_of_two_shapes_are_named_before_training(work):
   work_dir, _ = work
+  _check_inputs(work_dir)
   _write(work_dir / "data-2.tfrecord", seq=32, pred=5, seed=2, count=3)
-  result = _run(work_dir, tmp_path / "out", steps=2)
-  assert _one_line(result) == (
-      f"{PROG}: error: --input_file mixes records of two shapes: {work_dir}/data-0.tfrecord "
+  with pytest.raises(BertTfError) as error:
+    _check_inputs(work_dir)
+  assert str(error.value) == (
+      f"--input_file mixes records of two shapes: {work_dir}/data-0.tfrecord "
       f"has max_seq_length {SEQ}, max_predictions_per_seq {PRED}; {work_dir}/data-2.tfrecord "
       "has 32, 5 (data made with other --max_seq_length/--max_predictions_per_seq): give files "
       "of one shape")
-  assert not os.path.exists(tmp_path / "out" / "checkpoint")
 
 
-def test_ids_past_the_configs_vocab_are_one_line_before_training(work, tmp_path):
-  work_dir, _ = work
-  (work_dir / "bert_config.json").write_text(CONFIG.format(vocab=50))
-  # The first file's ids reach 99 within its first records (random ids in [1, 100)): found
-  # by the sample; the config's 50 rows would not hold them.
-  first = list(_examples(RECORDS, SEQ, PRED, 0))
+def _max_input_id(records):
+  """(max input id, first record holding it), from the protos."""
   ids = [max(tf.train.Example.FromString(r).features.feature["input_ids"].int64_list.value)
-         for r in first[:64]]
-  top, record = max(ids), ids.index(max(ids))
-  result = _run(work_dir, tmp_path / "out", steps=2)
-  assert _one_line(result) == (
-      f"{PROG}: error: {work_dir}/data-0.tfrecord: record {record} has input_ids {top}, but "
-      "the config has vocab_size 50 (the data was made with another vocab, or another "
-      "--bert_config_file is needed)")
-  assert not os.path.exists(tmp_path / "out" / "checkpoint")
+         for r in records]
+  return max(ids), ids.index(max(ids))
 
 
-@pytest.mark.parametrize("flag,value,must", [
-    ("learning_rate", "nan", "a finite number > 0"),
-    ("learning_rate", "inf", "a finite number > 0"),
-    ("learning_rate", "-0.001", "a finite number > 0"),
-    ("num_train_steps", "0", ">= 1"),
-    ("adam_beta2", "1", "in [0, 1)"),
-])
-def test_impossible_numbers_are_one_line(work, tmp_path, flag, value, must):
+def test_ids_past_the_configs_vocab_are_one_line_before_training(work):
   work_dir, _ = work
-  result = _run(work_dir, tmp_path / "out", [f"--{flag}={value}"])
-  shown = {"nan": "nan", "inf": "inf", "-0.001": "-0.001", "0": "0", "1": "1.0"}[value]
-  assert _one_line(result) == f"{PROG}: error: --{flag}={shown}: must be {must}"
+  # Random ids in [1, 100): the first file's first records reach 99; 50 rows do not hold
+  # them. Checked on a sample (64 records of the first file) or on every record.
+  sample = list(_examples(RECORDS, SEQ, PRED, 0))[:input_checks_sample()]
+  top, record = _max_input_id(sample)
+  for full in (False, True):
+    with pytest.raises(BertTfError) as error:
+      _check_inputs(work_dir, vocab=50, full=full)
+    assert str(error.value) == (
+        f"{work_dir}/data-0.tfrecord: record {record} has input_ids {top}, but the config has "
+        "vocab_size 50 (the data was made with another vocab, or another --bert_config_file is "
+        "needed)")
+  _check_inputs(work_dir, vocab=100, full=True)
+  # An id only past the sample (in record 100 of one file): found by the full check alone.
+  records = list(_examples(100, SEQ, PRED, 0, max_id=60)) + list(
+      _examples(1, SEQ, PRED, 9, max_id=100))
+  with tf.io.TFRecordWriter(str(work_dir / "data-0.tfrecord")) as writer:
+    for r in records:
+      writer.write(r)
+  (work_dir / "data-1.tfrecord").unlink()
+  _check_inputs(work_dir, vocab=60)
+  top, record = _max_input_id(records)
+  with pytest.raises(BertTfError, match=f"record {record} has input_ids {top}, but the config "
+                     "has vocab_size 60"):
+    _check_inputs(work_dir, vocab=60, full=True)
+
+
+def input_checks_sample():
+  from bert_tf.data import input_checks  # pylint: disable=import-outside-toplevel
+  return input_checks.SAMPLE
+
+
+@pytest.mark.parametrize("value,shown", [("nan", "nan"), ("-0.001", "-0.001")])
+def test_impossible_learning_rate_is_one_line(work, tmp_path, value, shown):
+  work_dir, _ = work
+  result = _run(work_dir, tmp_path / "out", [f"--learning_rate={value}"])
+  assert _one_line(result) == (f"{PROG}: error: --learning_rate={shown}: must be a finite "
+                               "number > 0")
   assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("learning_rate", "inf", "--learning_rate=inf: must be a finite number > 0"),
+    ("learning_rate", "0", "--learning_rate=0.0: must be a finite number > 0"),
+    ("warmup_proportion", "1.5", "--warmup_proportion=1.5: must be in [0, 1]"),
+    ("warmup_proportion", "-0.1", "--warmup_proportion=-0.1: must be in [0, 1]"),
+    ("classifier_dropout", "1", "--classifier_dropout=1.0: must be in [0, 1)"),
+    ("adam_beta2", "nan", "--adam_beta2=nan: must be in [0, 1)"),
+    ("num_train_epochs", "0", "--num_train_epochs=0.0: must be a finite number > 0"),
+    ("num_train_steps", "0", "--num_train_steps=0: must be >= 1"),
+    ("num_train_steps", "-5", "--num_train_steps=-5: must be >= 1"),
+])
+def test_flag_ranges_every_script_shares(flag, value, message):
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_tf import flag_ranges  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import flags as training_flags  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  training_flags.define_training_flags(fv)
+  for name in ("learning_rate", "warmup_proportion", "classifier_dropout", "num_train_epochs"):
+    flags.DEFINE_float(name, 0.1, "", flag_values=fv)
+  flags.DEFINE_integer("num_train_steps", 10, "", flag_values=fv)
+  fv(["prog"])
+  flag_ranges.check(fv)  # the defaults pass
+  fv(["prog", f"--{flag}={value}"])
+  with pytest.raises(BertTfError) as error:
+    flag_ranges.check(fv)
+  assert str(error.value) == message
 
 
 def test_non_finite_loss_stops_at_its_step_keeps_last_finite_checkpoint(work, tmp_path):

@@ -345,6 +345,13 @@ def test_train_features_cached_until_something_changes(tmp_path, uncased_vocab):
   os.utime(path, (1, 1))
   again = squad.cached_train_features(examples, tokenizer, path, **LENGTHS)
   assert again["cached"] and os.stat(path).st_mtime == 1
+  # Damaged cached records (a changed byte) are written again, not reused to fail every run.
+  sound = open(path, "rb").read()
+  with open(path, "wb") as f:
+    f.write(sound[:100] + bytes([sound[100] ^ 1]) + sound[101:])
+  redone = squad.cached_train_features(examples, tokenizer, path, **LENGTHS)
+  assert not redone["cached"] and open(path, "rb").read() == sound
+  os.utime(path, (1, 1))
   for changed_examples, lengths in ((examples[::-1], LENGTHS),
                                     (examples, dict(LENGTHS, doc_stride=40))):
     redone = squad.cached_train_features(changed_examples, tokenizer, path, **lengths)
