@@ -110,8 +110,9 @@ def _walk(buf):
     if length > size - offset - _HEAD - _FOOT:
       break
     offset += _HEAD + length + _FOOT
-  return (np.asarray(offsets, np.int64), np.asarray(lengths, np.uint64).astype(np.int64)
-          if lengths else np.zeros([0], np.int64), offset)
+  # A damaged length field can hold any uint64: kept below 2**62 so that sums stay int64.
+  lengths = np.minimum(np.asarray(lengths, np.uint64), np.uint64(1 << 62)).astype(np.int64)
+  return np.asarray(offsets, np.int64), lengths, offset
 
 
 def _first_bad_heads(buf, offsets):

@@ -198,22 +198,24 @@ class Trainer:
       heads.set_vocab_logits_layout(self.model, vocab_major=False)
     strategy = self.strategy
     iterations = self.optimizer.iterations
+    # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
+    # iterations do not advance); its loss does not count. Other optimizers apply every one.
+    may_skip = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
 
     @tf.function
     def steps(iterator, num_steps):
       # The mean loss of the applied updates and the first update (its step number) whose
       # loss was not finite, -1 if none: reduced in-graph, so no host round trip per step.
-      # A float16 step whose gradients overflow is skipped by dynamic loss scaling (the
-      # optimizer's iterations do not advance): its loss does not count.
       loss_sum = tf.constant(0.0)
       applied_count = tf.constant(0.0)
       non_finite_step = tf.constant(-1, tf.int64)
+      after = tf.cast(tf.identity(iterations), tf.int64)
       for _ in tf.range(num_steps):
-        before = tf.identity(iterations)
+        before = after
         per_replica = strategy.run(self._replica_step, args=(next(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-        after = tf.cast(tf.identity(iterations), tf.int64)
-        applied = after > tf.cast(before, tf.int64)
+        after = tf.cast(tf.identity(iterations), tf.int64) if may_skip else before + 1
+        applied = after > before
         loss_sum += tf.where(applied, loss, 0.0)
         applied_count += tf.cast(applied, tf.float32)
         non_finite_step = tf.where(
