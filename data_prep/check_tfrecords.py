@@ -6,7 +6,7 @@ Prints one line per file (its record count) and exits 0 when every record is who
 CRCs match; at the first damaged record, one line naming the file, the byte offset where the
 record's frame starts and the record's number (from 0), and exit 1. Then regenerate that file
 (the same create_pretraining_data command for that shard) or leave it out of --input_file.
-No TensorFlow needed (``bert_tf.data.record_check``); about 190 MB/s on one CPU core.
+No TensorFlow needed (``bert_tf.data.record_check``); 150-190 MB/s on one CPU core.
 """
 
 from absl import flags
