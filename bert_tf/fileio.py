@@ -194,7 +194,8 @@ def fault_point(name):
 
     ``kill_at:<name>``: SIGKILL this process here (a kill between two renames);
     ``kill_parent_at:<name>``: SIGKILL the parent process here, then go on (a data-prep
-      worker whose parent was killed);
+      worker whose parent was killed); only a parent that leads this process group (the test
+      starts it in a session of its own), never the process a child is reparented to;
     ``pause_at:<name>``: print ``paused at <name>`` on stderr and wait for a line on stdin
       (the test starts a second process meanwhile).
   The training loop's checkpoint points (``save_start:<step>``...) are its own
@@ -205,7 +206,8 @@ def fault_point(name):
   if action == "kill_at":
     os.kill(os.getpid(), signal.SIGKILL)
   elif action == "kill_parent_at":
-    os.kill(os.getppid(), signal.SIGKILL)
+    if os.getppid() == os.getpgid(0):
+      os.kill(os.getppid(), signal.SIGKILL)
   elif action == "pause_at":
     sys.stderr.write(f"paused at {name}\n")
     sys.stderr.flush()
