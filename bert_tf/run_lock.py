@@ -99,7 +99,11 @@ class OutputDirLock:
     data = json.dumps(_record()).encode("utf-8")
     for _ in range(_ATTEMPTS):
       tmp = fileio.temp_name(self.path)
-      fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+      try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+      except OSError as e:  # e.g. a read-only folder
+        raise BertTfError(f"--output_dir {self.output_dir!r}: cannot write in it "
+                          f"({e.strerror or e})") from None
       owned = False
       try:
         os.write(fd, data)

@@ -175,3 +175,16 @@ def test_multi_worker_mirrored_without_tf_config_is_one_line(monkeypatch):
       "--distribution_strategy=multi_worker_mirrored needs TF_CONFIG in the environment (the "
       "cluster's workers and this task's index); without it this would train as one worker: "
       "set TF_CONFIG on every worker, or use --distribution_strategy=mirrored on one machine")
+
+
+def test_an_output_dir_that_cannot_be_created_or_written_is_one_line(tmp_path):
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path / "file"))
+  assert str(error.value) == f"--output_dir '{tmp_path}/file': cannot create it (File exists)"
+  if os.geteuid() == 0:
+    pytest.skip("root writes in read-only folders")
+  (tmp_path / "ro").mkdir(mode=0o555)
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path / "ro"))
+  assert str(error.value) == f"--output_dir '{tmp_path}/ro': cannot write in it (Permission denied)"
