@@ -107,7 +107,8 @@ def main(argv):
       allow_empty_text=FLAGS.allow_empty_text, seed=FLAGS.seed,
       classifier_dropout=FLAGS.classifier_dropout,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
-      overwrite_export=FLAGS.overwrite_export, progress=print)
+      overwrite_export=FLAGS.overwrite_export,
+      resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):

@@ -102,7 +102,8 @@ def main(argv):
       use_next_sentence=FLAGS.use_next_sentence, dynamic_masking=dynamic_masking,
       seed=FLAGS.seed, export_google_checkpoint=FLAGS.export_google_checkpoint,
       peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None,
-      vocab_file=FLAGS.vocab_file, check_input_files=FLAGS.check_input_files, progress=print)
+      vocab_file=FLAGS.vocab_file, check_input_files=FLAGS.check_input_files,
+      resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):

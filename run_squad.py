@@ -116,7 +116,8 @@ def main(argv):
       version_2_with_negative=FLAGS.version_2_with_negative,
       null_score_diff_threshold=FLAGS.null_score_diff_threshold, seed=FLAGS.seed,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
-      overwrite_export=FLAGS.overwrite_export, progress=print)
+      overwrite_export=FLAGS.overwrite_export,
+      resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "predict" in results:
     for path in results["predict"]["files"].values():
       print(f"***** Wrote {path} *****")

@@ -15,11 +15,13 @@ special ones; ``num_to_predict = min(P, max(1, round(len * masked_lm_prob)))`` p
 becomes [MASK] with probability 0.8, stays with 0.1, becomes a random vocab id with 0.1.
 """
 
+import os
 import re
 
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.data import features as feature_spec
 from bert_tf.errors import BertTfError
 
@@ -27,16 +29,31 @@ _SHUFFLE_RECORDS = 100  # the original's record-level shuffle buffer after inter
 
 
 def expand_file_patterns(file_patterns):
-  """Comma-separated string or list of files/globs -> sorted list of files (error if none)."""
+  """Comma-separated string or list of files/globs -> sorted list of files (error if none).
+
+  A glob leaves out ``fileio.temp_name`` files (``<name>.tmp-<pid>-<8 hex>``): the half
+  written output of a data preparation still running or killed, never an input.
+  """
   if isinstance(file_patterns, str):
     file_patterns = [p for p in file_patterns.split(",") if p.strip()]
   files = []
   for pattern in file_patterns:
     matched = tf.io.gfile.glob(pattern.strip())
+    temps = []
+    if glob_chars(pattern):
+      temps = [f for f in matched if fileio.temp_target(os.path.basename(f)) is not None]
+      matched = [f for f in matched if f not in temps]
     if not matched:
-      raise BertTfError(f"no input files match {pattern.strip()!r} (--input_file)")
+      why = (f" (only {temps[0]!r}, the temporary file of a write that is running or was "
+             "stopped)" if temps else "")
+      raise BertTfError(f"no input files match {pattern.strip()!r} (--input_file){why}")
     files.extend(sorted(matched))
   return files
+
+
+def glob_chars(pattern):
+  """Whether ``pattern`` is a glob (has ``*``, ``?`` or ``[``), not a file name."""
+  return any(c in pattern for c in "*?[")
 
 
 def _compression(files):

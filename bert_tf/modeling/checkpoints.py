@@ -189,7 +189,9 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
     global_step: optional int, written as ``global_step`` (int64).
     extra: optional ``{name: array}`` of further tensors.
   Returns the prefix. Files are written under a temporary prefix and renamed when whole
-  (index last), so a reader never sees a half-written checkpoint.
+  (index last), so a reader never sees a half-written checkpoint; a checkpoint already at
+  ``path`` (a re-export) loses its index first, so a kill between the renames leaves no
+  loadable checkpoint there (the next export writes it whole), never old index over new data.
   """
   tensors = {name: variable.numpy() for name, variable in google_variable_map(model).items()}
   if optimizer is not None and hasattr(optimizer, "google_slots"):
@@ -207,8 +209,11 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
   tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
                     tensors=[tf.constant(tensors[n]) for n in names])
   data_files = tf.io.gfile.glob(tmp + ".data-*")
+  if tf.io.gfile.exists(path + ".index"):
+    tf.io.gfile.remove(path + ".index")
   for data_file in data_files:
     fileio.commit(data_file, path + data_file[len(tmp):])
+  fileio.fault_point("google_export_data")  # tests: a kill between the data and the index
   fileio.commit(tmp + ".index", path + ".index")
   with fileio.atomic_write(os.path.join(directory or ".", "checkpoint")) as f:
     f.write(f'model_checkpoint_path: "{os.path.basename(path)}"\n'

@@ -142,6 +142,7 @@ def squad_examples_from_json(squad_json, is_training, version_2_with_negative=Fa
   data = json_field(squad_json, "data", list, "the top level", source)
   examples = []
   skipped = []
+  seen = {}  # str(id) -> where: predictions.json has one answer per id
   for i, entry in enumerate(data):
     paragraphs = json_field(entry, "paragraphs", list, f"data[{i}]", source)
     for j, paragraph in enumerate(paragraphs):
@@ -152,6 +153,12 @@ def squad_examples_from_json(squad_json, is_training, version_2_with_negative=Fa
       for k, qa in enumerate(qas):
         where = f"{where_p}.qas[{k}]"
         qas_id = json_field(qa, "id", (str, int), where, source)
+        if not is_training:
+          if str(qas_id) in seen:
+            raise BertTfError(f"{source}: {where} has id {qas_id!r}, as {seen[str(qas_id)]} "
+                              "has: question ids must be unique (predictions.json keeps one "
+                              "answer per id)")
+          seen[str(qas_id)] = where
         question_text = json_field(qa, "question", str, where, source)
         example = SquadExample(qas_id=qas_id, question_text=question_text,
                                doc_tokens=doc_tokens)

@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, metrics, progress, tokenization
+from bert_tf import fileio, metrics, progress, run_lock, tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -218,6 +218,10 @@ def _record_file(output_dir, kind, split, first):
   return os.path.join(output_dir, f"{kind}.tf_record" if first else f"{kind}_{split}.tf_record")
 
 
+@run_lock.one_run_per_output_dir(trajectory=(
+    "bert_config", "task_name", "init_checkpoint", "do_lower_case", "max_seq_length",
+    "train_batch_size", "learning_rate", "warmup_proportion", "optimizer_kwargs", "labels",
+    "is_regression", "language", "classifier_dropout", "seed"))
 def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
                    use_tfds=False, init_checkpoint=None, do_lower_case=True,
                    max_seq_length=128, do_train=False, do_eval=False, do_predict=False,

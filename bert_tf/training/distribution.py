@@ -29,6 +29,7 @@ Strategies:
 """
 
 import dataclasses
+import os
 import socket
 import tempfile
 import threading
@@ -239,6 +240,11 @@ def _multi_worker_strategy(timeout_s):
   TensorFlow's API for this is private; if it moved, the strategy starts as TensorFlow
   configures it.
   """
+  if not os.environ.get("TF_CONFIG", "").strip():
+    raise BertTfError("--distribution_strategy=multi_worker_mirrored needs TF_CONFIG in the "
+                      "environment (the cluster's workers and this task's index); without it "
+                      "this would train as one worker: set TF_CONFIG on every worker, or use "
+                      "--distribution_strategy=mirrored on one machine")
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
   jobs = [job for job in ("chief", "worker") if job in cluster.jobs]

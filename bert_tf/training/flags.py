@@ -135,11 +135,22 @@ def define_loop_flags(flag_values=FLAGS):
       lower_bound=1, flag_values=fv)
 
 
+def define_output_dir_flags(flag_values=FLAGS):
+  """--resume_with_changed_flags."""
+  flags.DEFINE_bool(
+      "resume_with_changed_flags", False,
+      "Resume the checkpoints of --output_dir although they were made with other training "
+      "flags (seed, learning rate, batch size, warmup, sequence length, BERT config, ...: "
+      "its run_settings.json); without it such a resume is refused, naming the flags.",
+      flag_values=flag_values)
+
+
 def define_training_flags(flag_values=FLAGS):
   """All of the above."""
   define_distribution_flags(flag_values)
   define_optimizer_flags(flag_values)
   define_loop_flags(flag_values)
+  define_output_dir_flags(flag_values)
 
 
 def distribution_args(flag_values=FLAGS):

@@ -12,6 +12,7 @@ mean over eval batches of the batch's total loss.
 
 import tensorflow as tf
 
+from bert_tf import run_lock
 from bert_tf.modeling import BertPretrainer
 
 MASKED_LM_EPSILON = 1e-5
@@ -87,6 +88,10 @@ class PretrainingTask:
     return metrics
 
 
+@run_lock.one_run_per_output_dir(trajectory=(
+    "bert_config", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
+    "train_batch_size", "learning_rate", "num_warmup_steps", "optimizer_kwargs",
+    "use_next_sentence", "dynamic_masking", "seed"))
 def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_checkpoint=None,
                     eval_input_file=None, max_seq_length=128, max_predictions_per_seq=20,
                     do_train=True, do_eval=False, train_batch_size=32, eval_batch_size=8,

@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, progress, tokenization
+from bert_tf import fileio, progress, run_lock, tokenization
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertSpanLabeler, checkpoints
@@ -258,6 +258,10 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
                         f"({replicas} replica(s){why})")
 
 
+@run_lock.one_run_per_output_dir(trajectory=(
+    "bert_config", "init_checkpoint", "do_lower_case", "max_seq_length", "doc_stride",
+    "max_query_length", "train_batch_size", "learning_rate", "warmup_proportion",
+    "optimizer_kwargs", "version_2_with_negative", "seed"))
 def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               predict_file=None, init_checkpoint=None, do_lower_case=True, max_seq_length=384,
               doc_stride=128, max_query_length=64, do_train=False, do_predict=False,

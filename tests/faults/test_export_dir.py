@@ -11,6 +11,9 @@ line on stderr, and the folder's files byte for byte (sha256) afterwards.
 import json
 import os
 import pathlib
+import signal
+import subprocess
+import sys
 
 import keras
 import pytest
@@ -20,7 +23,7 @@ from bert_tf import export
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertSpanLabeler
 from bert_tf.squad import export as squad_export
-from tests.faults.support_export import digests, error_line, run_script
+from tests.faults.support_export import ROOT, digests, error_line, run_script
 from tests.reference import google_models
 
 CONFIG = google_models.tiny_config_dict(vocab_size=30522, max_position_embeddings=64)
@@ -184,3 +187,42 @@ def test_a_killed_exports_temporary_folders_are_removed_by_the_next(tmp_path):
   assert (target / "saved_model.pb").read_text() == "new"
   assert digests(tmp_path) == dict(kept, **{f"export/{k}": v for k, v in digests(target).items()},
                                    export=None)
+
+
+_WRITE_NEW_EXPORT = """
+import pathlib, sys
+from bert_tf import export
+def write(folder):
+  (pathlib.Path(folder) / "variables").mkdir(parents=True)
+  (pathlib.Path(folder) / "saved_model.pb").write_text("new")
+export.write_atomically(sys.argv[1], write, overwrite=True)
+"""
+
+
+def test_an_overwrite_killed_between_its_two_renames_loses_nothing(tmp_path):
+  """--overwrite_export renames the previous export aside, then the new one in: a SIGKILL
+  between the two (the fault point ``export_swap``) leaves no export at --export_dir; the next
+  run puts the previous one back, whole, before anything else."""
+  target = tmp_path / "export"
+  _fill(target, {"saved_model.pb": "old", "variables/variables.index": "old variables"})
+  before = digests(tmp_path)
+  killed = subprocess.run(
+      [sys.executable, "-c", _WRITE_NEW_EXPORT, str(target)], cwd=ROOT, capture_output=True,
+      text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                   "BERT_TF_FAULT": "kill_at:export_swap"})
+  assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+  assert not target.exists()
+  aside = [n for n in os.listdir(tmp_path) if n.startswith("export.previous.tmp-")]
+  assert len(aside) == 1
+  assert {k.split("/", 1)[1]: v for k, v in before.items() if "/" in k} == digests(
+      tmp_path / aside[0])
+  # The next run (without --overwrite_export): the previous export is back, and refused.
+  with pytest.raises(BertTfError, match="holds a previous export: pass --overwrite_export"):
+    export.check_export_dir(str(target))
+  assert digests(target) == {k.split("/", 1)[1]: v for k, v in before.items() if "/" in k}
+  # The next run with --overwrite_export: the new export, no temporary folder left.
+  again = subprocess.run([sys.executable, "-c", _WRITE_NEW_EXPORT, str(target)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert sorted(os.listdir(tmp_path)) == ["export"]
+  assert (target / "saved_model.pb").read_text() == "new"

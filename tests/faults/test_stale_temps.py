@@ -5,7 +5,11 @@ a running process's, not another target's, not a user's file of a similar name."
 import os
 import subprocess
 
+import pytest
+
 from bert_tf import fileio
+from bert_tf.data import pipeline
+from bert_tf.errors import BertTfError
 
 
 def _dead_pid():
@@ -33,3 +37,21 @@ def test_the_next_write_of_a_target_removes_its_stale_temps(tmp_path):
   stale.write_text("x")
   fileio.copy_atomically(str(target), str(tmp_path / "vocab.txt"))
   assert not stale.exists() and (tmp_path / "vocab.txt").read_text() == "loss = 1.0\n"
+
+
+def test_input_globs_leave_out_a_stopped_data_preps_temporary_file(tmp_path):
+  """``--input_file=data-*`` beside a killed data prep's ``data-2.tfrecord.tmp-<pid>-<hex>``
+  reads the whole files only (the temp one is half written: a DataLossError mid-training)."""
+  names = ["data-0.tfrecord", "data-1.tfrecord", f"data-2.tfrecord.tmp-{_dead_pid()}-0123abcd",
+           "data-3.tfrecord.tmp-old"]  # the last is not a temp_name: a user's file
+  for name in names:
+    (tmp_path / name).write_bytes(b"")
+  assert pipeline.expand_file_patterns(f"{tmp_path}/data-*") == [
+      str(tmp_path / n) for n in ("data-0.tfrecord", "data-1.tfrecord", "data-3.tfrecord.tmp-old")]
+  # Named, not globbed: the user's choice.
+  assert pipeline.expand_file_patterns(str(tmp_path / names[2])) == [str(tmp_path / names[2])]
+  with pytest.raises(BertTfError) as error:
+    pipeline.expand_file_patterns(f"{tmp_path}/data-2*")
+  assert str(error.value) == (
+      f"no input files match '{tmp_path}/data-2*' (--input_file) (only "
+      f"'{tmp_path / names[2]}', the temporary file of a write that is running or was stopped)")

@@ -62,7 +62,7 @@ def straight(workdir, tmp_path_factory):  # noqa: F811
   assert sorted(digests) == sorted(
       [f"ckpt-{n}.{ext}" for n in (4, 5, 6) for ext in ("index", "data-00000-of-00001")] +
       ["bert_config.json", "eval_results.txt", "google/bert_config.json", "google/bert_model.ckpt.index",
-       "google/bert_model.ckpt.data-00000-of-00001", "google/checkpoint"])
+       "google/bert_model.ckpt.data-00000-of-00001", "google/checkpoint", "run_settings.json"])
   assert _state(out) == ("ckpt-6", ["ckpt-4", "ckpt-5", "ckpt-6"])
   return out
 
@@ -181,13 +181,20 @@ def _error_cases(workdir, straight, tmp_path):  # noqa: F811
   cases.append((["--do_train=False"], eval_only, (
       f"{PROG}: error: checkpoint '{eval_only}/ckpt-6' is unreadable (truncated or corrupt?): "
       f"{reason}")))
-  # Another bert_config over the same output_dir.
-  other = tmp_path / "other"
-  shutil.copytree(straight, other)
+  # Another bert_config over the same output_dir: refused by the flags its checkpoints were
+  # made with (run_settings.json); asked to resume anyway, they do not fit the model.
   config = tmp_path / "bert_config_64.json"
   config.write_text((workdir / "bert_config.json").read_text().replace(
       '"hidden_size": 32', '"hidden_size": 64'))
+  other = tmp_path / "other"
+  shutil.copytree(straight, other)
   cases.append(([f"--bert_config_file={config}"], other, (
+      f"{PROG}: error: --output_dir '{other}' holds checkpoints made with other flags: "
+      "--bert_config_file's hidden_size 32 (now 64); pass --resume_with_changed_flags to resume "
+      "them anyway, or use another --output_dir")))
+  other = tmp_path / "other_asked"
+  shutil.copytree(straight, other)
+  cases.append(([f"--bert_config_file={config}", "--resume_with_changed_flags"], other, (
       f"{PROG}: error: --output_dir '{other}': checkpoint ckpt-6 was written for another "
       "model: bert/embeddings/LayerNorm/beta has shape [32] there, [64] in this model "
       "(another --bert_config_file?); use a new --output_dir")))

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -84,8 +85,22 @@ def _document_boundary(path, offset, size):
 _WORKER = {}
 
 
-def _init_worker(tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
-                 num_outputs, gzip):
+def _exit_with_parent(parent_pid):
+  """A worker dies with its parent (Linux: ``PR_SET_PDEATHSIG``), silently: left alone, a
+  worker of a killed parent finished its shard and printed a BrokenPipeError traceback sending
+  it back. Exits now if the parent is already gone."""
+  try:
+    import ctypes  # pylint: disable=import-outside-toplevel
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+  except (OSError, AttributeError):  # not Linux: the check below only
+    pass
+  if os.getppid() != parent_pid:
+    os._exit(0)  # pylint: disable=protected-access
+
+
+def _init_worker(parent_pid, tokenizer, options, skip_invalid_utf8, shards, vocab_file,
+                 spill_dir, num_outputs, gzip):
+  _exit_with_parent(parent_pid)
   _WORKER.update(tokenizer=tokenizer, options=options, skip=skip_invalid_utf8, shards=shards,
                  vocab_file=vocab_file, line_tokenizer=LineTokenizer(tokenizer),
                  spill_dir=spill_dir, num_outputs=num_outputs, gzip=gzip)
@@ -101,6 +116,7 @@ def _shard_records(shard_index):
   pipe made the parent the bottleneck (receiving and writing them cost it about an eighth of
   all the workers' work, and compressing them would cost more than all of it).
   """
+  fileio.fault_point("shard_start")
   options = _WORKER["options"]
   summary = Summary(shards=1)
   path, start, end = _WORKER["shards"][shard_index]
@@ -217,8 +233,8 @@ def _worker_pool(num_workers, tokenizer, options, skip_invalid_utf8, shards, voc
   context = multiprocessing.get_context(
       "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
   return context.Pool(num_workers, _init_worker,
-                      (tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
-                       num_outputs, gzip))
+                      (os.getpid(), tokenizer, options, skip_invalid_utf8, shards, vocab_file,
+                       spill_dir, num_outputs, gzip))
 
 
 def _sharded_run(pool, shards, num_workers, summary, writer, gzip):

@@ -1,0 +1,364 @@
+"""One run per output folder: a lock held by the run that writes it, and the training flags
+its checkpoints were made with.
+
+The lock, ``<output_dir>/.bert_tf.lock``, holds the pid, host, start time and command of the
+run holding it. Local folders: it is created whole (written under a temporary name, then
+hard-linked to its name, which fails if it exists) and ``fcntl.flock``-ed by its holder for
+the whole run; the kernel drops the flock when the holder dies, however it dies. So a second
+run finds the file flocked and stops with one line naming the holder, having written nothing;
+a lock whose file is there but not flocked was left by a killed run and is taken over (one
+line says so), atomically (renamed over, under the old file's flock). The holder removes it
+when the run ends, normally or by an error. ``gs://`` and other remote folders have no lock
+primitive: the file is written as an advisory note and a run that finds one warns (naming
+it) and goes on; the user keeps one run per folder there.
+
+The settings, ``<output_dir>/run_settings.json``: the flags that decide a training run's
+trajectory (seed, learning rate, batch size, warmup, sequence lengths, the BERT config,
+init_checkpoint, the optimizer's flags, ...), recorded when a training run starts in a folder
+without checkpoints. A training run that would resume the folder's checkpoints compares its
+own with them: a difference is a one-line error naming each flag with its old and new value,
+unless ``resume_with_changed_flags`` (then a warning, and the record is updated). Flags that
+legitimately change on resume are not recorded: --num_train_steps (--num_train_epochs) grown
+to train longer, eval/predict flags, save/log intervals, paths of inputs and outputs, dtype,
+XLA, gradient accumulation and the distribution (the same global batch on other hardware).
+
+Both are applied by ``one_run_per_output_dir``, the decorator of the training library's
+``run_pretraining``, ``run_classifier`` and ``run_squad``; under multi-worker training only
+the chief locks and writes, every task compares.
+"""
+
+import datetime
+import functools
+import inspect
+import json
+import os
+import socket
+import sys
+import uuid
+
+from absl import logging
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+LOCK_FILE = ".bert_tf.lock"
+SETTINGS_FILE = "run_settings.json"
+# Races where the lock changes hands between two looks at it, before giving up.
+_ATTEMPTS = 20
+
+
+def _record():
+  return {"pid": os.getpid(), "host": socket.gethostname(),
+          "started": datetime.datetime.now(datetime.timezone.utc).strftime(
+              "%Y-%m-%d %H:%M:%S UTC"),
+          "command": " ".join([os.path.basename(sys.argv[0] or "python")] + sys.argv[1:]),
+          "id": uuid.uuid4().hex}  # tells two runs of one process apart
+
+
+def _parse(data):
+  try:
+    record = json.loads(data)
+    return record if isinstance(record, dict) else {}
+  except ValueError:
+    return {}
+
+
+def _describe(record):
+  if not record.get("pid"):
+    return "a process whose lock file is unreadable"
+  command = str(record.get("command", ""))
+  if len(command) > 160:
+    command = command[:157] + "..."
+  return (f"pid {record.get('pid')} on {record.get('host', '?')}, started "
+          f"{record.get('started', '?')} ({command})")
+
+
+class OutputDirLock:
+  """The lock of ``output_dir`` (see the module docstring); ``release()`` when done."""
+
+  def __init__(self, output_dir, progress=None):
+    self.output_dir = output_dir
+    self.path = os.path.join(output_dir, LOCK_FILE)
+    self._progress = progress or (lambda line: logging.warning("%s", line))
+    self._fd = None
+    self._remote_record = None
+    try:
+      fileio.makedirs(output_dir)
+    except OSError as e:
+      raise BertTfError(f"--output_dir {output_dir!r}: cannot create it "
+                        f"({e.strerror or e})") from None
+    if fileio.is_remote(output_dir):
+      self._acquire_remote()
+    else:
+      self._fd = self._acquire_local()
+
+  # --- local folders: flock ---
+
+  def _acquire_local(self):
+    import fcntl  # pylint: disable=import-outside-toplevel
+    data = json.dumps(_record()).encode("utf-8")
+    for _ in range(_ATTEMPTS):
+      tmp = fileio.temp_name(self.path)
+      try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+      except OSError as e:  # e.g. a read-only folder
+        raise BertTfError(f"--output_dir {self.output_dir!r}: cannot write in it "
+                          f"({e.strerror or e})") from None
+      owned = False
+      try:
+        os.write(fd, data)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else has it
+        try:
+          os.link(tmp, self.path)  # fails if the lock exists; else it appears whole
+          owned = True
+        except FileExistsError:
+          owned = self._take_over_if_stale(tmp, fcntl)
+      finally:
+        if not owned:
+          os.close(fd)
+        if os.path.lexists(tmp):
+          os.remove(tmp)
+      if owned:
+        return fd
+    raise BertTfError(f"--output_dir {self.output_dir!r}: its lock {self.path} changed hands "
+                      f"{_ATTEMPTS} times while this run tried to take it; try again")
+
+  def _take_over_if_stale(self, tmp, fcntl):
+    """True when the existing lock was left by a run that died and ``tmp`` (ours, flocked)
+    replaced it; False when it vanished or changed meanwhile (try again). Raises the one-line
+    error when a live run holds it."""
+    try:
+      old = os.open(self.path, os.O_RDONLY)
+    except FileNotFoundError:
+      return False
+    try:
+      try:
+        fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError:
+        if not _same_file(old, self.path):
+          return False
+        raise BertTfError(
+            f"--output_dir {self.output_dir!r} is in use by another run: "
+            f"{_describe(_parse(_read_fd(old)))}; wait for it to end, or use another "
+            "--output_dir") from None
+      if not _same_file(old, self.path):
+        return False
+      holder = _parse(_read_fd(old))
+      # Under the old file's flock: no other run can be taking it over now.
+      os.rename(tmp, self.path)
+      self._progress(f"taking over {self.path}, left by {_describe(holder)}, which is no "
+                     "longer running")
+      return True
+    finally:
+      os.close(old)
+
+  # --- remote folders (gs://): advisory ---
+
+  def _acquire_remote(self):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    if tf.io.gfile.exists(self.path):
+      with tf.io.gfile.GFile(self.path, "r") as f:
+        holder = _parse(f.read())
+      self._progress(f"warning: {self.path} exists, written by {_describe(holder)}: a "
+                     f"{self.output_dir.split('://')[0]}:// folder cannot be locked, so make "
+                     "sure no other run writes this --output_dir (a run that was killed "
+                     "leaves this file too)")
+      tf.io.gfile.remove(self.path)
+    self._remote_record = json.dumps(_record())
+    with tf.io.gfile.GFile(self.path, "w") as f:
+      f.write(self._remote_record)
+
+  def release(self):
+    """Removes the lock file (if still ours) and drops the flock."""
+    if self._fd is not None:
+      try:
+        if _same_file(self._fd, self.path):
+          os.remove(self.path)
+      except OSError:
+        pass
+      os.close(self._fd)  # after the removal: a run that opened the file meanwhile retries
+      self._fd = None
+    elif self._remote_record is not None:
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      try:
+        with tf.io.gfile.GFile(self.path, "r") as f:
+          ours = f.read() == self._remote_record
+        if ours:
+          tf.io.gfile.remove(self.path)
+      except tf.errors.OpError:
+        pass
+      self._remote_record = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.release()
+
+
+def _read_fd(fd):
+  os.lseek(fd, 0, os.SEEK_SET)
+  chunks = []
+  while True:
+    chunk = os.read(fd, 65536)
+    if not chunk:
+      return b"".join(chunks).decode("utf-8", "replace")
+    chunks.append(chunk)
+
+
+def _same_file(fd, path):
+  try:
+    here, there = os.fstat(fd), os.stat(path)
+  except FileNotFoundError:
+    return False
+  return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+# === The flags that decide a training run's trajectory ===
+
+# optimizer_kwargs keys -> their flags (``training.flags.optimizer_kwargs``).
+_OPTIMIZER_FLAGS = {"optimizer_type": "optimizer_type", "weight_decay_rate": "weight_decay_rate",
+                    "beta_1": "adam_beta1", "beta_2": "adam_beta2", "epsilon": "adam_epsilon",
+                    "clip_norm": "clip_norm",
+                    "exclude_from_weight_decay": "exclude_from_weight_decay",
+                    "end_learning_rate": "end_learning_rate", "power": "lr_decay_power"}
+
+
+def trajectory_settings(arguments, names):
+  """{flag name: value} of the run's ``arguments`` (the library function's, by name) listed in
+  ``names``, as JSON values; ``bert_config`` becomes ``bert_config_file.<key>`` entries,
+  ``optimizer_kwargs`` its flags, ``dynamic_masking`` a bool and ``masked_lm_prob``."""
+  settings = {}
+  for name in names:
+    value = arguments.get(name)
+    if name == "bert_config":
+      for key, item in value.to_dict().items():
+        settings[f"bert_config_file.{key}"] = item
+    elif name == "optimizer_kwargs":
+      from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+      defaults = {key: param.default for key, param in
+                  inspect.signature(optimization.create_optimizer).parameters.items()}
+      for key, flag in _OPTIMIZER_FLAGS.items():
+        settings[flag] = (value or {}).get(key, defaults.get(key))
+    elif name == "dynamic_masking":
+      settings["dynamic_masking"] = bool(value)
+      settings["masked_lm_prob"] = value["masked_lm_prob"] if value else None
+    elif name == "init_checkpoint" and value and not fileio.is_remote(value):
+      settings[name] = os.path.abspath(value)
+    else:
+      settings[name] = value
+  return json.loads(json.dumps(settings))  # tuples as lists: as read back
+
+
+def _show(value):
+  if value is None:
+    return "unset"
+  if isinstance(value, list):
+    return ",".join(map(str, value)) or "(empty)"
+  return str(value)
+
+
+def _has_checkpoints(output_dir):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return bool(tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")))
+
+
+def _write_settings(path, settings):
+  with fileio.atomic_write(path) as f:
+    f.write(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+
+
+def check_settings(output_dir, settings, *, resume_with_changed_flags=False, progress=None,
+                   write=True):
+  """Records ``settings`` in ``output_dir/run_settings.json`` when the folder has no
+  checkpoint (a fresh run); otherwise compares them with the record and raises a one-line
+  ``BertTfError`` naming the flags that differ (old and new values), unless
+  ``resume_with_changed_flags``. ``write``: False on a multi-worker run's non-chief tasks
+  (they compare only).
+
+  Returns:
+    the settings to record once the run has gone through (``record_settings``) when the
+    record changes on a resume (changed flags, or no record yet): a run that fails, e.g. on
+    checkpoints that do not fit, leaves the folder as it was. Else None.
+  """
+  progress = progress or (lambda line: logging.warning("%s", line))
+  path = os.path.join(output_dir, SETTINGS_FILE)
+  if not _has_checkpoints(output_dir):
+    if write:
+      _write_settings(path, settings)
+    return None
+  recorded = None
+  if fileio.exists(path):
+    with fileio.open_file(path) as f:
+      recorded = _parse(f.read()) or None
+  if recorded is None:
+    progress(f"note: {path} is missing or unreadable (a folder of an older bert_tf?): the "
+             "flags of its checkpoints are unknown; this run's are recorded when it ends")
+    return settings if write else None
+  missing = object()
+  changed = [(name, recorded.get(name, missing), settings.get(name, missing))
+             for name in sorted(set(recorded) | set(settings))
+             if recorded.get(name, missing) != settings.get(name, missing)]
+  if not changed:
+    return None
+
+  def flag(name):
+    file_flag, _, key = name.partition(".")
+    return f"--{file_flag}'s {key}" if key else f"--{name}"
+
+  listed = "; ".join(
+      f"{flag(name)} {'(none)' if old is missing else _show(old)} (now "
+      f"{'(none)' if new is missing else _show(new)})" for name, old, new in changed)
+  if not resume_with_changed_flags:
+    raise BertTfError(f"--output_dir {output_dir!r} holds checkpoints made with other flags: "
+                      f"{listed}; pass --resume_with_changed_flags to resume them anyway, or "
+                      "use another --output_dir")
+  progress(f"warning: resuming the checkpoints of {output_dir} with changed flags "
+           f"(--resume_with_changed_flags): {listed}")
+  return settings if write else None
+
+
+def record_settings(output_dir, settings):
+  """Writes ``settings`` as ``output_dir/run_settings.json`` (atomically)."""
+  _write_settings(os.path.join(output_dir, SETTINGS_FILE), settings)
+
+
+def one_run_per_output_dir(trajectory):
+  """Decorates a training library function (``run_pretraining``...) whose arguments include
+  ``output_dir``, ``strategy``, ``do_train`` and ``progress``: the call holds the lock of
+  ``output_dir`` (the chief only) and, when it trains, checks the flags named in
+  ``trajectory`` against the folder's checkpoints (``check_settings``) before anything else.
+  Adds the keyword argument ``resume_with_changed_flags`` (default False)."""
+
+  def decorate(run):
+    signature = inspect.signature(run)
+
+    @functools.wraps(run)
+    def wrapper(*args, resume_with_changed_flags=False, **kwargs):
+      from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+      bound = signature.bind(*args, **kwargs)
+      bound.apply_defaults()
+      arguments = bound.arguments
+      output_dir = arguments["output_dir"]
+      progress = arguments.get("progress")
+      chief = distribution.is_chief(arguments["strategy"])
+      lock = OutputDirLock(output_dir, progress) if chief else None
+      try:
+        fileio.fault_point("output_dir_locked")
+        changed = None
+        if arguments.get("do_train"):
+          settings = trajectory_settings(arguments, trajectory)
+          changed = check_settings(output_dir, settings,
+                                   resume_with_changed_flags=resume_with_changed_flags,
+                                   progress=progress, write=chief)
+        results = run(*args, **kwargs)
+        if changed is not None:
+          record_settings(output_dir, changed)
+        return results
+      finally:
+        if lock is not None:
+          lock.release()
+
+    return wrapper
+
+  return decorate

@@ -1,0 +1,190 @@
+"""The output-folder lock and the recorded training flags (bert_tf.run_lock), in one process.
+
+The lock is an ``fcntl.flock`` on ``.bert_tf.lock``: flock belongs to an open file, so a second
+``OutputDirLock`` on the same folder in this process conflicts exactly as a second process
+does (tests/faults/test_output_dir_runs.py runs real processes). Each case checks the one
+line and that the folder is unchanged (sha256 of every file).
+"""
+
+import json
+import os
+import socket
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import run_lock
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig
+from tests.faults.support_export import digests
+
+
+def _dead_pid():
+  """A pid no process has: a child that has exited and been reaped."""
+  pid = os.fork()
+  if pid == 0:
+    os._exit(0)  # pylint: disable=protected-access
+  os.waitpid(pid, 0)
+  return pid
+
+
+def test_a_second_lock_on_a_held_folder_is_one_line_and_touches_nothing(tmp_path):
+  (tmp_path / "ckpt-1.index").write_text("x")
+  lines = []
+  first = run_lock.OutputDirLock(str(tmp_path), lines.append)
+  record = json.loads((tmp_path / ".bert_tf.lock").read_text())
+  assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+  before = digests(tmp_path)
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path), lines.append)
+  assert str(error.value) == (
+      f"--output_dir '{tmp_path}' is in use by another run: pid {os.getpid()} on "
+      f"{socket.gethostname()}, started {record['started']} ({record['command']}); wait for it "
+      "to end, or use another --output_dir")
+  assert digests(tmp_path) == before and not lines
+  first.release()
+  assert sorted(os.listdir(tmp_path)) == ["ckpt-1.index"]
+  with run_lock.OutputDirLock(str(tmp_path), lines.append):  # free again
+    assert (tmp_path / ".bert_tf.lock").exists()
+  assert not (tmp_path / ".bert_tf.lock").exists() and not lines
+
+
+def test_a_dead_runs_lock_is_taken_over_with_one_line(tmp_path):
+  stale = {"pid": _dead_pid(), "host": socket.gethostname(), "started": "2026-01-02 03:04:05 UTC",
+           "command": "run_pretraining.py --seed=1"}
+  (tmp_path / ".bert_tf.lock").write_text(json.dumps(stale))  # not flocked: its holder is gone
+  lines = []
+  lock = run_lock.OutputDirLock(str(tmp_path), lines.append)
+  assert lines == [f"taking over {tmp_path}/.bert_tf.lock, left by pid {stale['pid']} on "
+                   f"{stale['host']}, started 2026-01-02 03:04:05 UTC (run_pretraining.py "
+                   "--seed=1), which is no longer running"]
+  assert json.loads((tmp_path / ".bert_tf.lock").read_text())["pid"] == os.getpid()
+  with pytest.raises(BertTfError, match="is in use by another run: pid "):
+    run_lock.OutputDirLock(str(tmp_path))  # and it is really held now
+  lock.release()
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_lock_released_while_a_second_run_looks_at_it(tmp_path):
+  """The holder removes the file and drops the flock between the second run's open and its
+  flock: the second run flocks a removed file, sees it is no longer the lock, and retries."""
+  first = run_lock.OutputDirLock(str(tmp_path))
+  second = run_lock.OutputDirLock.__new__(run_lock.OutputDirLock)
+  second.output_dir, second.path = str(tmp_path), str(tmp_path / ".bert_tf.lock")
+  second._progress = print  # pylint: disable=protected-access
+  real_open = os.open
+
+  def open_then_release(path, *args, **kwargs):
+    fd = real_open(path, *args, **kwargs)
+    if path == second.path and first._fd is not None:  # pylint: disable=protected-access
+      first.release()
+    return fd
+
+  os.open = open_then_release
+  try:
+    fd = second._acquire_local()  # pylint: disable=protected-access
+  finally:
+    os.open = real_open
+  second._fd = fd  # pylint: disable=protected-access
+  assert json.loads((tmp_path / ".bert_tf.lock").read_text())["pid"] == os.getpid()
+  with pytest.raises(BertTfError, match="in use by another run"):
+    run_lock.OutputDirLock(str(tmp_path))
+  second.release()
+  assert os.listdir(tmp_path) == []
+
+
+def test_remote_folders_get_an_advisory_lock_and_a_warning():
+  folder = "ram://run_lock_test/out"
+  lines = []
+  first = run_lock.OutputDirLock(folder, lines.append)
+  assert not lines
+  written = json.loads(tf.io.gfile.GFile(folder + "/.bert_tf.lock").read())
+  second = run_lock.OutputDirLock(folder, lines.append)  # no lock primitive: a warning
+  assert lines == [
+      f"warning: {folder}/.bert_tf.lock exists, written by pid {written['pid']} on "
+      f"{written['host']}, started {written['started']} ({written['command']}): a ram:// "
+      "folder cannot be locked, so make sure no other run writes this --output_dir (a run "
+      "that was killed leaves this file too)"]
+  first.release()  # the file is the second's now: left alone
+  assert tf.io.gfile.exists(folder + "/.bert_tf.lock")
+  second.release()
+  assert not tf.io.gfile.exists(folder + "/.bert_tf.lock")
+
+
+def _settings(**changes):
+  config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=37)
+  arguments = {"bert_config": config, "learning_rate": 2e-3, "seed": 1,
+               "init_checkpoint": None, "optimizer_kwargs": None, **changes}
+  if "hidden_dropout_prob" in changes:
+    arguments["bert_config"] = BertConfig(**{**config.to_dict(),
+                                             "hidden_dropout_prob": changes["hidden_dropout_prob"]})
+  return run_lock.trajectory_settings(
+      arguments, ("bert_config", "learning_rate", "seed", "init_checkpoint", "optimizer_kwargs"))
+
+
+def test_changed_training_flags_are_refused_naming_old_and_new(tmp_path):
+  out = str(tmp_path)
+  run_lock.check_settings(out, _settings())  # no checkpoint: recorded
+  recorded = json.loads((tmp_path / "run_settings.json").read_text())
+  assert recorded["learning_rate"] == 2e-3 and recorded["adam_beta2"] == 0.999
+  assert recorded["bert_config_file.hidden_size"] == 32
+  (tmp_path / "ckpt-3.index").write_text("x")
+  run_lock.check_settings(out, _settings())  # the same flags: resumes
+  before = digests(tmp_path)
+  with pytest.raises(BertTfError) as error:
+    run_lock.check_settings(out, _settings(seed=2, learning_rate=1e-3, hidden_dropout_prob=0.2,
+                                           optimizer_kwargs={"beta_2": 0.98}))
+  assert str(error.value) == (
+      f"--output_dir '{out}' holds checkpoints made with other flags: --adam_beta2 0.999 (now "
+      "0.98); --bert_config_file's hidden_dropout_prob 0.1 (now 0.2); --learning_rate 0.002 "
+      "(now 0.001); --seed 1 (now 2); pass --resume_with_changed_flags to resume them anyway, "
+      "or use another --output_dir")
+  assert digests(tmp_path) == before
+  lines = []
+  changed = run_lock.check_settings(out, _settings(seed=2), resume_with_changed_flags=True,
+                                    progress=lines.append)
+  assert lines == [f"warning: resuming the checkpoints of {out} with changed flags "
+                   "(--resume_with_changed_flags): --seed 1 (now 2)"]
+  assert digests(tmp_path) == before  # recorded only once the run went through:
+  run_lock.record_settings(out, changed)
+  assert json.loads((tmp_path / "run_settings.json").read_text())["seed"] == 2
+  run_lock.check_settings(out, _settings(seed=2))  # the record follows the resumed run
+
+
+def test_a_folder_without_a_record_gets_one(tmp_path):
+  (tmp_path / "ckpt-3.index").write_text("x")
+  lines = []
+  before = digests(tmp_path)
+  pending = run_lock.check_settings(str(tmp_path), _settings(), progress=lines.append)
+  assert lines == [f"note: {tmp_path}/run_settings.json is missing or unreadable (a folder of "
+                   "an older bert_tf?): the flags of its checkpoints are unknown; this run's "
+                   "are recorded when it ends"]
+  assert digests(tmp_path) == before
+  run_lock.record_settings(str(tmp_path), pending)
+  with pytest.raises(BertTfError, match=r"--seed 1 \(now 5\)"):
+    run_lock.check_settings(str(tmp_path), _settings(seed=5))
+
+
+def test_multi_worker_mirrored_without_tf_config_is_one_line(monkeypatch):
+  from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  with pytest.raises(BertTfError) as error:
+    distribution.get_strategy("multi_worker_mirrored")
+  assert str(error.value) == (
+      "--distribution_strategy=multi_worker_mirrored needs TF_CONFIG in the environment (the "
+      "cluster's workers and this task's index); without it this would train as one worker: "
+      "set TF_CONFIG on every worker, or use --distribution_strategy=mirrored on one machine")
+
+
+def test_an_output_dir_that_cannot_be_created_or_written_is_one_line(tmp_path):
+  (tmp_path / "file").write_text("x")
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path / "file"))
+  assert str(error.value) == f"--output_dir '{tmp_path}/file': cannot create it (File exists)"
+  if os.geteuid() == 0:
+    pytest.skip("root writes in read-only folders")
+  (tmp_path / "ro").mkdir(mode=0o555)
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path / "ro"))
+  assert str(error.value) == f"--output_dir '{tmp_path}/ro': cannot write in it (Permission denied)"
