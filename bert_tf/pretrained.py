@@ -282,7 +282,8 @@ def _fail(address, model, why):
 def _fetch(address, path, model, stream):
   """Downloads ``address`` to ``path``, with a progress line, checking the length."""
   try:
-    response = urllib.request.urlopen(address, timeout=_TIMEOUT_S)  # pylint: disable=consider-using-with
+    response = urllib.request.urlopen(  # pylint: disable=consider-using-with
+        address, timeout=_TIMEOUT_S)
   except urllib.error.HTTPError as e:
     _fail(address, model, f"HTTP {e.code} {e.reason}")
   except (urllib.error.URLError, OSError, ValueError) as e:
