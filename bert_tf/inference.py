@@ -265,6 +265,13 @@ class InferenceModel:
       segments.append(segment_ids)
     return tokens, segments
 
+  def features(self, texts, text_pairs=None, *, max_seq_length=None):
+    """The encoder's inputs for texts (as ``tokenize``): ``{"input_word_ids", "input_mask",
+    "input_type_ids"}``, [B,S] int32 padded with 0 to the longest, e.g. for Keras ``fit`` of
+    a task model (``BertClassifier``)."""
+    ids, mask, types = self._features(*self.tokenize(texts, text_pairs, max_seq_length))
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
   def _tokenize_text(self, text):
     """One raw text -> word pieces, warning (once per model) when it holds [CLS] or [SEP]."""
     pieces = self.tokenizer.tokenize(text)
