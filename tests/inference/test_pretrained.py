@@ -100,6 +100,18 @@ def test_the_small_berts_zips_have_no_folder(tiny_google, model_mirror):
   assert _model_files(cached) == _model_files(folder)
 
 
+def test_a_file_mirror(tiny_google, monkeypatch, tmp_path):
+  folder, _ = tiny_google
+  (tmp_path / "mirror" / "2018_11_23").mkdir(parents=True)
+  (tmp_path / "mirror" / "2018_11_23" / "multi_cased_L-12_H-768_A-12.zip").write_bytes(
+      google_zip(folder, "multi_cased_L-12_H-768_A-12"))
+  monkeypatch.setenv(pretrained.MIRROR_ENV, (tmp_path / "mirror").as_uri())
+  monkeypatch.setenv(pretrained.CACHE_ENV, str(tmp_path / "cache"))
+  cached = pretrained.folder("bert-base-multilingual-cased", stream=io.StringIO())
+  assert cached == str(tmp_path / "cache" / "2018_11_23" / "multi_cased_L-12_H-768_A-12")
+  assert _model_files(cached) == _model_files(folder)
+
+
 def test_a_cut_download_leaves_nothing_and_the_next_call_succeeds(tiny_google, model_mirror,
                                                                   tmp_path):
   folder, _ = tiny_google

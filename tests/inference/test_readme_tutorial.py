@@ -14,7 +14,7 @@ import pytest
 import bert_tf
 from bert_tf.modeling import BertPretrainer, checkpoints
 from bert_tf.modeling.config import BertConfig
-from tests.inference.conftest import TINY_VOCAB
+from tests.inference.conftest import NEXT_SENTENCE, TINY_VOCAB
 from tests.inference.model_server import model_mirror  # noqa: F401  pylint: disable=unused-import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,3 +79,17 @@ def test_the_tutorial_runs_as_written(four_layers, model_mirror, tmp_path, monke
   # The Hugging Face folder.
   config = json.loads((tmp_path / "bert-base-uncased-hf" / "config.json").read_text())
   assert config["architectures"] == ["BertForPreTraining"] and config["hidden_act"] == "gelu_new"
+
+
+def test_features_are_the_encoders_inputs(tiny_bert):
+  # The hand-tokenized pairs of conftest: ids by the vocab's line numbers, B from its start.
+  features = tiny_bert.features([pair for pair, _, _ in NEXT_SENTENCE])
+  length = max(len(tokens) for _, tokens, _ in NEXT_SENTENCE)
+  for i, (_, tokens, b_start) in enumerate(NEXT_SENTENCE):
+    n = len(tokens)
+    assert features["input_word_ids"][i].tolist() == (
+        [TINY_VOCAB.index(t) for t in tokens] + [0] * (length - n))
+    assert features["input_mask"][i].tolist() == [1] * n + [0] * (length - n)
+    assert features["input_type_ids"][i].tolist() == (
+        [0] * b_start + [1] * (n - b_start) + [0] * (length - n))
+  assert {v.dtype for v in features.values()} == {np.dtype(np.int32)}
