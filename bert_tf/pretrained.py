@@ -28,6 +28,7 @@ total, rate) goes to stderr.
 
 import dataclasses
 import difflib
+import glob
 import http.client
 import os
 import shutil
@@ -43,7 +44,7 @@ from bert_tf.errors import BertTfError
 STORAGE = "https://storage.googleapis.com/bert_models"
 MIRROR_ENV = "BERT_TF_MIRROR"
 CACHE_ENV = "BERT_TF_CACHE"
-# What a whole model folder holds (the checkpoint's data file has a shard suffix).
+# What a whole model folder holds (and bert_model.ckpt.data-*: a shard suffix).
 _FILES = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index")
 _CHUNK = 1 << 20  # bytes per read
 _TIMEOUT_S = 60  # per socket operation
@@ -161,7 +162,8 @@ def cached_folder(model):
 
 
 def _whole(folder):
-  return all(os.path.isfile(os.path.join(folder, f)) for f in _FILES)
+  return all(os.path.isfile(os.path.join(folder, f)) for f in _FILES) and bool(
+      glob.glob(os.path.join(glob.escape(folder), "bert_model.ckpt.data-*")))
 
 
 def folder(name, *, stream=None):
@@ -293,15 +295,21 @@ def _fetch(address, path, model, stream):
     total = response.headers.get("Content-Length")
     total = int(total) if total and total.isdigit() else None
     tty = getattr(stream, "isatty", None) and stream.isatty()
+    back = "\r" if tty else ""
     of = f" of {_mb(total)}" if total else ""
     stream.write(f"downloading {model.name}{of} from {address} to {cache_dir()}\n")
     stream.flush()
 
-    def show(end="\r"):
+    def show(end=""):  # A terminal's line is rewritten in place; a log gets the last one.
       elapsed = max(time.monotonic() - start, 1e-9)
       part = f"{_mb(done)}/{_mb(total)}" if total else _mb(done)
-      stream.write(f"\r  {part}, {done / elapsed / 1e6:.1f} MB/s{end}")
+      stream.write(f"{back}  {part}, {done / elapsed / 1e6:.1f} MB/s{end}")
       stream.flush()
+
+    def fail(why):
+      if last:  # End the progress line before the error.
+        stream.write("\n")
+      _fail(address, model, why)
 
     try:
       with open(path, "wb", buffering=0) as f:
@@ -315,9 +323,9 @@ def _fetch(address, path, model, stream):
             last = time.monotonic()
             show()
     except (OSError, http.client.HTTPException) as e:
-      _fail(address, model, f"connection lost after {done} bytes ({type(e).__name__})")
+      fail(f"connection lost after {done} bytes ({type(e).__name__})")
     if total is not None and done != total:
-      _fail(address, model, f"connection lost after {done} of {total} bytes")
+      fail(f"connection lost after {done} of {total} bytes")
     show(end="\n")
 
 
@@ -336,7 +344,7 @@ def _extract(zip_path, folder_tmp, extracted, address):
                      if "bert_config.json" in files), None)
         if home is None or not _whole(home):
           raise BertTfError(f"{address}: the zip holds no bert_config.json, vocab.txt and "
-                            "bert_model.ckpt.index")
+                            "bert_model.ckpt.index/.data-*")
         os.rename(home, folder_tmp)
       finally:
         shutil.rmtree(extracted, ignore_errors=True)
