@@ -194,3 +194,17 @@ def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, c
   assert status == 1
   assert capsys.readouterr().err.startswith(
       f"bert_tf export-hf: error: output_dir '{taken}' is a folder with other files")
+
+
+def test_a_masked_lm_without_next_sentence_is_a_bert_for_masked_lm(google_folder):
+  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  bert = bert_tf.load(str(google_folder))
+  tensors, architecture = hugging_face.hugging_face_tensors(bert.model, masked_lm=True,
+                                                           next_sentence=False)
+  assert architecture == "BertForMaskedLM"
+  assert sorted(k for k in tensors if k.startswith("cls.")) == [
+      "cls.predictions.bias", "cls.predictions.transform.LayerNorm.bias",
+      "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
+      "cls.predictions.transform.dense.weight"]
+  assert all(k.startswith(("bert.", "cls.predictions.")) for k in tensors)
+  assert "bert.pooler.dense.weight" in tensors  # kept: BertModel.from_pretrained uses it
