@@ -258,3 +258,25 @@ def test_the_cli_and_the_scripts_take_names(tiny_google, model_mirror, tmp_path,
   by_name = (tmp_path / "name.jsonl").read_text()
   assert by_name == (tmp_path / "folder.jsonl").read_text() and by_name.count("\n") == 2
   assert len(model_mirror.requests) == 1  # the CLI's download served the script too
+
+
+def test_create_pretraining_data_takes_a_name_for_its_vocab(tiny_google, model_mirror,
+                                                            tmp_path):
+  folder, _ = tiny_google
+  model_mirror.serve("bert-base-uncased", folder)
+  (tmp_path / "corpus.txt").write_text(
+      "the cat sat on the mat .\nthe dog ran to the park .\n\n"
+      "he walked to the store .\nhe bought milk .\nit was in paris .\n")
+  outputs = {}
+  for how, vocab in (("name", "bert-base-uncased"), ("file", str(folder / "vocab.txt"))):
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
+         f"--input_file={tmp_path / 'corpus.txt'}", f"--output_file={tmp_path / how}.tfrecord",
+         f"--vocab_file={vocab}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+         "--dupe_factor=2", "--random_seed=7"],
+        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300,
+        check=False)
+    assert done.returncode == 0, done.stderr
+    outputs[how] = (tmp_path / f"{how}.tfrecord").read_bytes()
+  assert outputs["name"] == outputs["file"] and outputs["name"]
+  assert len(model_mirror.requests) == 1
