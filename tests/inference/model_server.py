@@ -1,6 +1,6 @@
-"""A local stand-in for Google's model storage: an HTTP server on 127.0.0.1 (a thread of the
-test process) serving zips laid out as Google's, for ``bert_tf.pretrained`` through
-``$BERT_TF_MIRROR``. No test reaches the internet.
+"""A local stand-in for Google's model storage (conftest's ``model_mirror`` fixture): an HTTP
+server on 127.0.0.1 (a thread of the test process) serving zips laid out as Google's, for
+``bert_tf.pretrained`` through ``$BERT_TF_MIRROR``. No test reaches the internet.
 
 ``ModelServer.mode`` makes it misbehave on purpose: ``"truncate"`` sends half of a zip and
 closes the connection (with the whole length announced); ``"hold"`` sends half and then waits
@@ -13,8 +13,6 @@ import io
 import os
 import threading
 import zipfile
-
-import pytest
 
 from bert_tf import pretrained
 
@@ -88,12 +86,3 @@ class ModelServer:
     self.httpd.server_close()
     self._thread.join(10)
 
-
-@pytest.fixture
-def model_mirror(monkeypatch, tmp_path):
-  """A ``ModelServer`` as ``$BERT_TF_MIRROR``, with an empty ``$BERT_TF_CACHE`` (tmp_path/cache)."""
-  server = ModelServer()
-  monkeypatch.setenv(pretrained.MIRROR_ENV, server.url)
-  monkeypatch.setenv(pretrained.CACHE_ENV, str(tmp_path / "cache"))
-  yield server
-  server.close()

@@ -20,7 +20,7 @@ from bert_tf import extract, pretrained, tokenization
 from bert_tf.modeling import BertModel, checkpoints
 from bert_tf.__main__ import main as cli_main
 from tests.inference.conftest import FILL_MASK
-from tests.inference.model_server import ModelServer, google_zip, model_mirror  # noqa: F401
+from tests.inference.model_server import google_zip
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -15,7 +15,6 @@ import bert_tf
 from bert_tf.modeling import BertPretrainer, checkpoints
 from bert_tf.modeling.config import BertConfig
 from tests.inference.conftest import NEXT_SENTENCE, TINY_VOCAB
-from tests.inference.model_server import model_mirror  # noqa: F401  pylint: disable=unused-import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTION = "## Tutorial: the classic BERT tasks, from a model's name"
