@@ -178,7 +178,12 @@ def folder(name, *, stream=None):
     raise BertTfError(f"unknown model name {name!r}{suggest(name)}")
   target = cached_folder(model)
   if not _whole(target):
-    _download(model, target, stream if stream is not None else sys.stderr)
+    try:
+      _download(model, target, stream if stream is not None else sys.stderr)
+    except OSError as e:  # The cache's disk, not the network (those are BertTfErrors).
+      raise BertTfError(f"cannot write {model.name} into the cache {cache_dir()}: "
+                        f"{e.strerror or e} ({e.filename or target}; set {CACHE_ENV} to "
+                        "another folder)") from None
   return target
 
 
@@ -311,19 +316,19 @@ def _fetch(address, path, model, stream):
         stream.write("\n")
       _fail(address, model, why)
 
-    try:
-      with open(path, "wb", buffering=0) as f:
-        while True:
+    with open(path, "wb", buffering=0) as f:
+      while True:
+        try:
           chunk = response.read1(_CHUNK)  # What has arrived (read() would wait for all).
-          if not chunk:
-            break
-          f.write(chunk)
-          done += len(chunk)
-          if tty and time.monotonic() - last >= 0.5:
-            last = time.monotonic()
-            show()
-    except (OSError, http.client.HTTPException) as e:
-      fail(f"connection lost after {done} bytes ({type(e).__name__})")
+        except (OSError, http.client.HTTPException) as e:
+          fail(f"connection lost after {done} bytes ({type(e).__name__})")
+        if not chunk:
+          break
+        f.write(chunk)
+        done += len(chunk)
+        if tty and time.monotonic() - last >= 0.5:
+          last = time.monotonic()
+          show()
     if total is not None and done != total:
       fail(f"connection lost after {done} of {total} bytes")
     show(end="\n")

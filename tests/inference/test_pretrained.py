@@ -222,6 +222,19 @@ def test_offline_is_one_line(model_mirror, monkeypatch, capsys):
   assert not any(line.startswith("Traceback") for line in err)
 
 
+def test_a_cache_that_cannot_be_written_is_one_line(tiny_google, model_mirror, monkeypatch,
+                                                     tmp_path):
+  folder, _ = tiny_google
+  model_mirror.serve("bert-base-uncased", folder)
+  (tmp_path / "a_file").write_text("not a folder")
+  monkeypatch.setenv(pretrained.CACHE_ENV, str(tmp_path / "a_file" / "cache"))
+  with pytest.raises(bert_tf.BertTfError, match=(
+      r"^cannot write uncased_L-12_H-768_A-12 into the cache .*a_file/cache: Not a directory "
+      r"\(.*a_file/cache.*; set BERT_TF_CACHE to another folder\)$")):
+    pretrained.folder("bert-base-uncased", stream=io.StringIO())
+  assert model_mirror.requests == []
+
+
 def test_unknown_names_get_suggestions(model_mirror):
   with pytest.raises(bert_tf.BertTfError, match=(
       r"^model not found: 'bert-base-uncasd' \(no such folder or checkpoint, nor a released "
