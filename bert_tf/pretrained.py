@@ -261,7 +261,9 @@ def _download(model, target, stream):
   parent = os.path.dirname(target)
   os.makedirs(parent, exist_ok=True)
   _remove_stale(parent, model.name)
-  if os.path.isdir(target):  # Not whole (e.g. emptied by hand): replaced.
+  if _whole(target):  # Another process has just finished it.
+    return
+  if os.path.isdir(target):  # Not whole (e.g. a file removed by hand): replaced.
     shutil.rmtree(target)
   address = url(model)
   zip_tmp = fileio.temp_name(os.path.join(parent, model.name + ".zip"))
