@@ -100,6 +100,15 @@ def test_the_small_berts_zips_have_no_folder(tiny_google, model_mirror):
   assert _model_files(cached) == _model_files(folder)
 
 
+def test_a_folder_missing_a_file_is_downloaded_again(tiny_google, model_mirror):
+  folder, _ = tiny_google
+  model_mirror.serve("bert-base-uncased", folder)
+  cached = pretrained.folder("bert-base-uncased", stream=io.StringIO())
+  os.remove(os.path.join(cached, "vocab.txt"))
+  assert pretrained.folder("bert-base-uncased", stream=io.StringIO()) == cached
+  assert _model_files(cached) == _model_files(folder) and len(model_mirror.requests) == 2
+
+
 def test_a_file_mirror(tiny_google, monkeypatch, tmp_path):
   folder, _ = tiny_google
   (tmp_path / "mirror" / "2018_11_23").mkdir(parents=True)
