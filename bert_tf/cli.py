@@ -77,7 +77,8 @@ def resolve_model_flags(flag_values, required=()):
   from bert_tf import pretrained  # pylint: disable=import-outside-toplevel
   v = flag_values
   v.init_checkpoint, v.bert_config_file, v.vocab_file = pretrained.resolve_flags(
-      v.init_checkpoint, v.bert_config_file, v.vocab_file)
+      v.init_checkpoint, v.bert_config_file, v.vocab_file,
+      v.do_lower_case if "do_lower_case" in v else None)
   for name in required:
     if not v[name].value:
       raise BertTfError(f"--{name} is required (or --init_checkpoint=NAME of a released model, "

@@ -214,14 +214,25 @@ def resolve_file(path, filename):
   return os.path.join(resolved, filename) if resolved != path else path
 
 
-def resolve_flags(init_checkpoint=None, bert_config_file=None, vocab_file=None):
+def resolve_flags(init_checkpoint=None, bert_config_file=None, vocab_file=None,
+                  do_lower_case=None):
   """The scripts' three model flags with names resolved: ``(init_checkpoint,
   bert_config_file, vocab_file)``.
 
   ``--init_checkpoint=NAME`` becomes the cached ``.../<name>/bert_model.ckpt``, and the two
   files default to the same folder's ``bert_config.json`` and ``vocab.txt``;
-  ``--bert_config_file=NAME`` / ``--vocab_file=NAME`` give that model's file.
+  ``--bert_config_file=NAME`` / ``--vocab_file=NAME`` give that model's file. A
+  ``do_lower_case`` that contradicts the named model's casing is an error before anything is
+  downloaded (the original's own check knows only some of the names).
   """
+  model = find(init_checkpoint) if init_checkpoint is not None and not os.path.exists(
+      os.fspath(init_checkpoint)) else None
+  if model is not None and do_lower_case is not None and (
+      bool(do_lower_case) != model.do_lower_case):
+    raise BertTfError(
+        f"--do_lower_case={bool(do_lower_case)} does not match --init_checkpoint="
+        f"{init_checkpoint}: {model.name} is a {'lowercased' if model.do_lower_case else 'cased'}"
+        f" model, so pass --do_lower_case={model.do_lower_case}")
   resolved = resolve(init_checkpoint)
   if resolved != init_checkpoint:
     init_checkpoint = os.path.join(resolved, "bert_model.ckpt")

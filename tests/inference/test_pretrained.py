@@ -244,6 +244,18 @@ def test_a_cache_that_cannot_be_written_is_one_line(tiny_google, model_mirror, m
   assert model_mirror.requests == []
 
 
+def test_the_scripts_casing_is_checked_against_the_name_before_downloading(model_mirror):
+  # wwm_cased is not in the original's list of cased checkpoints: its check lets it pass.
+  with pytest.raises(bert_tf.BertTfError, match=(
+      r"^--do_lower_case=True does not match --init_checkpoint=bert-large-cased-whole-word-"
+      r"masking: wwm_cased_L-24_H-1024_A-16 is a cased model, so pass --do_lower_case=False$")):
+    pretrained.resolve_flags("bert-large-cased-whole-word-masking", do_lower_case=True)
+  with pytest.raises(bert_tf.BertTfError, match=r"is a lowercased model, so pass "
+                     r"--do_lower_case=True$"):
+    pretrained.resolve_flags("google/bert_uncased_L-2_H-128_A-2", do_lower_case=False)
+  assert model_mirror.requests == []
+
+
 def test_unknown_names_get_suggestions(model_mirror):
   with pytest.raises(bert_tf.BertTfError, match=(
       r"^model not found: 'bert-base-uncasd' \(no such folder or checkpoint, nor a released "
