@@ -5,8 +5,10 @@
     --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 
-``--init_checkpoint`` takes a Google checkpoint or a Hugging Face folder / ``.safetensors``
-file; ``--bert_config_file`` a Google ``bert_config.json`` or a Hugging Face ``config.json``.
+``--init_checkpoint`` takes a Google checkpoint, a Hugging Face folder / ``.safetensors``
+file, or a released model's name (``--init_checkpoint=bert-base-uncased``: downloaded once,
+and ``--bert_config_file``/``--vocab_file`` default to its files); ``--bert_config_file`` a
+Google ``bert_config.json`` or a Hugging Face ``config.json``.
 """
 
 from absl import flags
@@ -20,7 +22,9 @@ flags.DEFINE_string("output_file", None, "Output JSON-lines file.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes.")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json (Google) or config.json (HF).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece.")
-flags.DEFINE_string("init_checkpoint", None, "Google checkpoint, or Hugging Face weights.")
+flags.DEFINE_string("init_checkpoint", None, "Google checkpoint, Hugging Face weights, or a "
+                    "released model's name (bert-base-uncased, ...: downloaded once; its "
+                    "bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase the input (uncased models).")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
@@ -31,7 +35,7 @@ flags.DEFINE_string("master", None, "Accepted for compatibility; unused.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; unused.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; unused.")
 
-for _name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
+for _name in ("input_file", "output_file", "init_checkpoint"):
   flags.mark_flag_as_required(_name)
 
 
@@ -40,6 +44,7 @@ def main(argv):
   # Imported here so that --help is fast and flag errors come before TensorFlow starts.
   from bert_tf import extract, tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertModel, checkpoints  # pylint: disable=import-outside-toplevel
+  cli.resolve_model_flags(FLAGS, required=("bert_config_file", "vocab_file"))
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
   config = checkpoints.load_config(FLAGS.bert_config_file)

@@ -35,7 +35,9 @@ flags.DEFINE_string("output_dir", None,
                     "Where checkpoints, features, eval_results.txt and predictions go.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial checkpoint: Google's bert_model.ckpt, a bert_tf training "
-                    "checkpoint, or a Hugging Face folder / model.safetensors.")
+                    "checkpoint, a Hugging Face folder / model.safetensors, or a released "
+                    "model's name (bert-base-uncased, uncased_L-12_H-768_A-12, ...: downloaded "
+                    "once; its bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
 flags.DEFINE_integer("max_seq_length", 128, "Word pieces per sequence after tokenization, "
                      "[CLS] and [SEP]s included; longer ones are truncated, shorter padded.")
@@ -84,7 +86,8 @@ def main(argv):
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import classifier  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
-  for name in ("task_name", "vocab_file", "bert_config_file", "output_dir"):
+  cli.resolve_model_flags(FLAGS, required=("vocab_file", "bert_config_file"))
+  for name in ("task_name", "output_dir"):
     if not FLAGS[name].value:
       raise BertTfError(f"--{name} is required")
   config = checkpoints.load_config(FLAGS.bert_config_file)

@@ -23,7 +23,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("bert_config_file", None, "bert_config.json (Google) or config.json (HF).")
 flags.DEFINE_string("input_file", None, "Input TFRecord files (comma-separated, globs).")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
-flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google, bert_tf or HF.")
+flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: Google, bert_tf or HF, or "
+                    "a released model's name (bert-base-uncased, ...: downloaded once; its "
+                    "bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
@@ -60,7 +62,7 @@ flags.DEFINE_bool("check_input_files", False,
                   "records of each file are checked.")
 training_flags.define_training_flags()
 
-for _name in ("bert_config_file", "input_file", "output_dir"):
+for _name in ("input_file", "output_dir"):
   flags.mark_flag_as_required(_name)
 
 
@@ -69,6 +71,7 @@ def main(argv):
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   from bert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+  cli.resolve_model_flags(FLAGS, required=("bert_config_file",))
   config = checkpoints.load_config(FLAGS.bert_config_file)
   dist = training_flags.distribution_args(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())

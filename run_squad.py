@@ -34,7 +34,9 @@ flags.DEFINE_string("predict_file", None,
                     "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.")
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial checkpoint: Google's bert_model.ckpt, a bert_tf training "
-                    "checkpoint, or a Hugging Face folder / model.safetensors.")
+                    "checkpoint, a Hugging Face folder / model.safetensors, or a released "
+                    "model's name (bert-base-uncased, uncased_L-12_H-768_A-12, ...: downloaded "
+                    "once; its bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
 flags.DEFINE_integer("max_seq_length", 384,
                      "Word pieces per feature, [CLS] and [SEP]s included; contexts longer "
@@ -91,9 +93,9 @@ def main(argv):
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   from bert_tf.training import squad  # pylint: disable=import-outside-toplevel
-  for name in ("vocab_file", "bert_config_file", "output_dir"):
-    if not FLAGS[name].value:
-      raise BertTfError(f"--{name} is required")
+  cli.resolve_model_flags(FLAGS, required=("vocab_file", "bert_config_file"))
+  if not FLAGS.output_dir:
+    raise BertTfError("--output_dir is required")
   config = checkpoints.load_config(FLAGS.bert_config_file)
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)

@@ -7,8 +7,10 @@
   bert_tf embed --model=DIR --input_file=senses.txt --word=bank --plot=bank.png
   bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
+  bert_tf export-hf --model=bert-base-uncased --output_dir=bert-base-uncased-hf
 
-``--model`` is a folder in Google, bert_tf or Hugging Face layout (see ``bert_tf.load``).
+``--model`` is a folder in Google, bert_tf or Hugging Face layout, or a released model's name
+(``bert-base-uncased``: downloaded once; see ``bert_tf.load``).
 ``--input_file`` has one text per line; ``a ||| b`` makes a pair; for ``embed``, a line
 ``group<TAB>text`` puts the text in a colour group of the PCA plot. Mistakes print one line,
 ``bert_tf <command>: error: ...``, and exit 1.
@@ -55,7 +57,8 @@ def _parser():
 
   common = argparse.ArgumentParser(add_help=False)
   common.add_argument("--model", required=True,
-                      help="Model folder (Google, bert_tf or Hugging Face layout) or checkpoint.")
+                      help="Model folder (Google, bert_tf or Hugging Face layout), checkpoint, "
+                      "or a released model's name (bert-base-uncased, ...).")
   common.add_argument("--bert_config_file", default=None,
                       help="bert_config.json / config.json, if not in the model folder.")
   common.add_argument("--vocab_file", default=None, help="vocab.txt, if not in the folder.")
@@ -113,6 +116,14 @@ def _parser():
   att.add_argument("--cell_inches", type=float, default=None,
                    help="Side of one PNG heatmap (default: grows with the token count).")
   att.add_argument("--dpi", type=int, default=100)
+
+  export = commands.add_parser("export-hf", parents=[common],
+                               help="Write the model as a Hugging Face folder (transformers).")
+  export.add_argument("--output_dir", required=True,
+                      help="New or empty folder: model.safetensors, config.json, vocab.txt, "
+                      "tokenizer_config.json, special_tokens_map.json.")
+  export.add_argument("--overwrite", action="store_true",
+                      help="Replace a previous export at --output_dir (nothing else).")
   return parser
 
 
@@ -271,8 +282,15 @@ def _attention(args, out):
     out.write(f"wrote {path}\n")
 
 
+def _export_hf(args, out):
+  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  bert = _load(args)
+  hugging_face.export_hugging_face(bert, args.output_dir, overwrite=args.overwrite)
+  out.write(f"wrote {args.output_dir}\n")
+
+
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
-             "attention": _attention}
+             "attention": _attention, "export-hf": _export_hf}
 
 
 def main(argv=None, out=None):

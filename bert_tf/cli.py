@@ -71,3 +71,19 @@ def run(main, ctrl_c_stops_at_once=False):
       sys.exit(130)
 
   app.run(_main)
+
+
+def resolve_model_flags(flag_values, required=()):
+  """Resolves released model names in a script's ``--init_checkpoint``, ``--bert_config_file``
+  and ``--vocab_file`` (``bert_tf.pretrained.resolve_flags``: ``--init_checkpoint=bert-base-
+  uncased`` is the cached checkpoint, and the other two default to its folder's files), then
+  checks that the ``required`` ones of the three are given."""
+  from bert_tf import pretrained  # pylint: disable=import-outside-toplevel
+  v = flag_values
+  v.init_checkpoint, v.bert_config_file, v.vocab_file = pretrained.resolve_flags(
+      v.init_checkpoint, v.bert_config_file, v.vocab_file,
+      v.do_lower_case if "do_lower_case" in v else None)
+  for name in required:
+    if not v[name].value:
+      raise BertTfError(f"--{name} is required (or --init_checkpoint=NAME of a released model, "
+                        "e.g. bert-base-uncased, which brings its config and vocab)")

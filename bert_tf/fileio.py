@@ -86,6 +86,11 @@ def _running(pid):
   return True
 
 
+def process_running(pid):
+  """Whether process ``pid`` still runs (a temporary name's owner, see ``temp_target``)."""
+  return _running(pid)
+
+
 def remove_stale_temps(path):
   """Removes the ``temp_name`` files of ``path`` that stopped processes left (local paths).
 

@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import progress, tokenization
+from bert_tf import pretrained, progress, tokenization
 from bert_tf import pooling as pooling_lib
 from bert_tf.casing import resolve_do_lower_case
 from bert_tf.errors import BertTfError
@@ -103,10 +103,13 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   """Loads a trained BERT (encoder, heads when present, tokenizer, casing) ready to use.
 
   Args:
-    path: a model folder (Google, bert_tf or Hugging Face layout), or a checkpoint prefix
-      (``.../bert_model.ckpt``) or ``.safetensors`` file whose folder holds the config/vocab.
-    config_file: ``bert_config.json`` / ``config.json``, if not in the folder.
-    vocab_file: ``vocab.txt``, if not in the folder.
+    path: a model folder (Google, bert_tf or Hugging Face layout), a checkpoint prefix
+      (``.../bert_model.ckpt``) or ``.safetensors`` file whose folder holds the config/vocab,
+      or the name of one of Google's released checkpoints (``"bert-base-uncased"``,
+      ``"uncased_L-12_H-768_A-12"``, ...: downloaded once into a cache, see
+      ``bert_tf.pretrained``).
+    config_file: ``bert_config.json`` / ``config.json``, if not in the folder (or a model name).
+    vocab_file: ``vocab.txt``, if not in the folder (or a model name).
     do_lower_case: override the casing (else learned as in ``resolve_do_lower_case``).
     max_seq_length: longest input in tokens (default: the model's max_position_embeddings);
       longer inputs are truncated as the original does.
@@ -117,8 +120,17 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
     BertTfError: a missing file, a config that does not fit the checkpoint, a casing that
       contradicts a Google checkpoint's name.
   """
+  path = pretrained.resolve(path)
+  config_file = pretrained.resolve_file(config_file, "bert_config.json")
+  vocab_file = pretrained.resolve_file(vocab_file, "vocab.txt")
+  path = os.fspath(path) if path else path
   if not path or not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
-    raise BertTfError(f"model not found: {path!r}")
+    # A bare word (or an "org/name") may have been meant as a released model's name.
+    named = (path and not path.startswith(("/", ".", "~")) and path.count("/") <= 1
+             and not os.path.splitext(path)[1])
+    hint = (f" (no such folder or checkpoint, nor a released model's name"
+            f"{pretrained.suggest(path)})") if named else ""
+    raise BertTfError(f"model not found: {path!r}{hint}")
   folder = path if tf.io.gfile.isdir(path) else (os.path.dirname(path) or ".")
 
   if config_file is None:
@@ -252,6 +264,13 @@ class InferenceModel:
       tokens.append(packed)
       segments.append(segment_ids)
     return tokens, segments
+
+  def features(self, texts, text_pairs=None, *, max_seq_length=None):
+    """The encoder's inputs for texts (as ``tokenize``): ``{"input_word_ids", "input_mask",
+    "input_type_ids"}``, [B,S] int32 padded with 0 to the longest, e.g. for Keras ``fit`` of
+    a task model (``BertClassifier``)."""
+    ids, mask, types = self._features(*self.tokenize(texts, text_pairs, max_seq_length))
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
   def _tokenize_text(self, text):
     """One raw text -> word pieces, warning (once per model) when it holds [CLS] or [SEP]."""

@@ -39,7 +39,8 @@ flags.DEFINE_string("input_file", None,
                     "Input raw text file (or comma-separated list of files; globs work).")
 flags.DEFINE_string("output_file", None,
                     "Output TF example file (or comma-separated list of files).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained "
+                    "on, or a released model's name (bert-base-uncased, ...: its vocab.txt).")
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether to lower case the input text. Should be True for uncased models and "
                   "False for cased models.")
@@ -92,6 +93,8 @@ def main(argv):
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pretraining  # pylint: disable=import-outside-toplevel
+  from bert_tf import pretrained  # pylint: disable=import-outside-toplevel
+  FLAGS.vocab_file = pretrained.resolve_file(FLAGS.vocab_file, "vocab.txt")  # bert-base-uncased
 
   # Bad output paths fail here, before any work and before anything is written.
   output_files = [f for f in FLAGS.output_file.split(",") if f]

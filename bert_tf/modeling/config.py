@@ -31,6 +31,17 @@ _HF_ACTIVATIONS = {
     "swish": "swish",
 }
 
+# bert_tf's activation names -> Hugging Face's (the function itself, not the same word:
+# Google's tanh "gelu" is Hugging Face's "gelu_new", the same formula term for term).
+_TO_HF_ACTIVATIONS = {
+    "gelu": "gelu_new",
+    "gelu_exact": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+    "swish": "silu",
+}
+
 # The fields every Google bert_config.json carries.
 _GOOGLE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "hidden_act", "hidden_dropout_prob",
@@ -147,6 +158,18 @@ class BertConfig:
     translated["hidden_act"] = _HF_ACTIVATIONS[act]
     translated.setdefault("layer_norm_eps", 1e-12)
     return cls.from_dict(translated, source=source)
+
+  def to_hugging_face_dict(self, architectures=None):
+    """Hugging Face's ``config.json`` fields (``from_hugging_face_dict`` reads them back to
+    this config): ``hidden_act`` in its words (``"gelu"`` -> ``"gelu_new"``)."""
+    values = {f: getattr(self, f) for f in _GOOGLE_FIELDS}
+    values.update(hidden_act=_TO_HF_ACTIVATIONS[self.hidden_act],
+                  layer_norm_eps=self.layer_norm_eps, model_type="bert",
+                  position_embedding_type="absolute", tie_word_embeddings=True,
+                  dtype="float32")
+    if architectures:
+      values["architectures"] = list(architectures)
+    return values
 
 
 def is_hugging_face_config(values):

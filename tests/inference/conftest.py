@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import bert_tf
+from bert_tf import pretrained
+from tests.inference.model_server import ModelServer
 from tests.reference.google_models import run_google_pretraining, tiny_config_dict
 
 # A small lowercase vocab (the real uncased vocab is too big for a tiny config).
@@ -96,3 +98,14 @@ def tiny_bert(tiny_google):
 @pytest.fixture(scope="session")
 def minilm_bert(minilm_path):
   return bert_tf.load(str(minilm_path))
+
+
+@pytest.fixture
+def model_mirror(monkeypatch, tmp_path):
+  """A ``ModelServer`` (a local stand-in for Google's storage) as ``$BERT_TF_MIRROR``, with an
+  empty ``$BERT_TF_CACHE`` (``tmp_path/cache``)."""
+  server = ModelServer()
+  monkeypatch.setenv(pretrained.MIRROR_ENV, server.url)
+  monkeypatch.setenv(pretrained.CACHE_ENV, str(tmp_path / "cache"))
+  yield server
+  server.close()

@@ -1,0 +1,183 @@
+"""Hugging Face export: any bert_tf model as a folder ``transformers`` loads.
+
+  >>> bert_tf.export_hugging_face("bert-base-uncased", "bert-base-uncased-hf")  # doctest: +SKIP
+  >>> transformers.BertForPreTraining.from_pretrained("bert-base-uncased-hf")  # doctest: +SKIP
+
+The folder holds:
+  - ``model.safetensors``: float32 tensors under Hugging Face's names (``checkpoints.
+    hugging_face_name``: dense kernels transposed to [out,in]). With both pretraining heads the
+    keys are ``BertForPreTraining``'s (``bert.*``, ``cls.predictions.*``,
+    ``cls.seq_relationship.*``); with the masked-LM head only, ``BertForMaskedLM``'s; without
+    heads, ``BertModel``'s (no prefix). The MLM decoder is tied to the word embeddings, as in
+    Google's BERT, so it is not stored (``tie_word_embeddings``).
+  - ``config.json``: ``architectures`` as above and the encoder's fields, ``hidden_act`` in
+    Hugging Face's words (``BertConfig.to_hugging_face_dict``: Google's tanh GELU is
+    ``"gelu_new"``, the exact erf GELU ``"gelu"``).
+  - ``vocab.txt`` (the vocab in id order), ``tokenizer_config.json`` (``do_lower_case``, the
+    special tokens, ``model_max_length``) and ``special_tokens_map.json``.
+
+A fine-tuned classifier's or SQuAD head is not written (its encoder is). The folder is written
+under a temporary name beside ``output_dir`` and renamed when whole; an existing
+``output_dir`` must be empty, or (with ``overwrite``) a previous export of this kind.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+# What an export writes (a folder holding only these is a previous export).
+FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+         "special_tokens_map.json")
+# Hugging Face's names of the special tokens.
+_SPECIAL = (("unk_token", "[UNK]"), ("sep_token", "[SEP]"), ("pad_token", "[PAD]"),
+            ("cls_token", "[CLS]"), ("mask_token", "[MASK]"))
+
+
+def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
+                        vocab_file=None, do_lower_case=None):
+  """Writes ``model`` as a Hugging Face BERT folder; returns ``output_dir``.
+
+  Args:
+    model: what ``bert_tf.load`` returns (its heads are written when it has them); a path or
+      released model's name that ``bert_tf.load`` takes (a Google, bert_tf or Hugging Face
+      folder, or checkpoint); or a bert_tf Keras model (``BertModel``; ``BertPretrainer``,
+      written with both heads; any task model, written as its encoder), then with
+      ``vocab_file``.
+    output_dir: the folder to write (new, or empty).
+    overwrite: replace a previous export at ``output_dir``.
+    config_file, vocab_file, do_lower_case: as in ``bert_tf.load``.
+  Raises:
+    BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
+  """
+  from bert_tf import inference  # pylint: disable=import-outside-toplevel
+  if isinstance(model, inference.InferenceModel):
+    keras_model, tokenizer, lower = model.model, model.tokenizer, model.do_lower_case
+    heads = (model.has_masked_lm, model.has_next_sentence, model.has_pooler)
+  elif hasattr(model, "weights") and hasattr(model, "config"):
+    keras_model, tokenizer, lower, heads = _from_keras(model, vocab_file, do_lower_case)
+  else:
+    loaded = inference.load(model, config_file=config_file, vocab_file=vocab_file,
+                            do_lower_case=do_lower_case)
+    return export_hugging_face(loaded, output_dir, overwrite=overwrite)
+  _check_output_dir(output_dir, overwrite)
+  tensors, architecture = hugging_face_tensors(keras_model, *heads)
+  config = keras_model.config.to_hugging_face_dict(architectures=[architecture])
+  vocab = tokenizer.vocab
+  config["pad_token_id"] = vocab.get("[PAD]", 0)
+  tokenizer_config = {"do_lower_case": bool(lower), "tokenize_chinese_chars": True,
+                      "strip_accents": None, "tokenizer_class": "BertTokenizer",
+                      "model_max_length": keras_model.config.max_position_embeddings}
+  special = {key: token for key, token in _SPECIAL if token in vocab}
+  tokenizer_config.update(special)
+
+  def write(folder):
+    from safetensors.numpy import save  # pylint: disable=import-outside-toplevel
+    tf.io.gfile.makedirs(folder)
+    with tf.io.gfile.GFile(os.path.join(folder, "model.safetensors"), "wb") as f:
+      f.write(save(tensors, metadata={"format": "pt"}))
+    for name, values in (("config.json", config), ("tokenizer_config.json", tokenizer_config),
+                         ("special_tokens_map.json", special)):
+      with tf.io.gfile.GFile(os.path.join(folder, name), "w") as f:
+        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
+      f.write("".join(token + "\n" for token in vocab))  # load_vocab's order: the ids
+
+  _write_atomically(output_dir, write, overwrite)
+  return output_dir
+
+
+def _from_keras(model, vocab_file, do_lower_case):
+  """``(model, tokenizer, do_lower_case, (masked LM, next sentence, pooler))`` of a Keras model."""
+  from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertPretrainer  # pylint: disable=import-outside-toplevel
+  if not vocab_file:
+    raise BertTfError("export_hugging_face: a Keras model needs vocab_file= (its vocab.txt)")
+  vocab = tokenization.load_vocab(vocab_file)
+  tokenization.check_vocab_size(vocab_file, len(vocab), model.config.vocab_size)
+  lower, _ = casing.resolve_do_lower_case(os.path.dirname(vocab_file) or ".", vocab,
+                                          do_lower_case)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
+  pretrainer = isinstance(model, BertPretrainer)
+  return model, tokenizer, lower, (pretrainer, pretrainer, True)
+
+
+def hugging_face_tensors(model, masked_lm=True, next_sentence=True, pooler=True):
+  """``({hugging_face_name: float32 array}, architecture)`` of a bert_tf model's encoder and
+  the pretraining heads asked for (those the model has)."""
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  names = checkpoints.google_variable_map(model)
+  masked_lm = masked_lm and any(n.startswith("cls/predictions/") for n in names)
+  next_sentence = next_sentence and any(n.startswith("cls/seq_relationship/") for n in names)
+  if masked_lm and next_sentence:
+    architecture, prefix = "BertForPreTraining", "bert."
+  elif masked_lm:
+    architecture, prefix = "BertForMaskedLM", "bert."
+  else:
+    architecture, prefix = "BertModel", ""
+  wanted = ["bert/"] + (["cls/predictions/"] if masked_lm else []) + (
+      ["cls/seq_relationship/"] if next_sentence else [])
+  tensors = {}
+  for name, variable in names.items():
+    if not name.startswith(tuple(wanted)) or (not pooler and name.startswith("bert/pooler/")):
+      continue
+    hf_name, transpose = checkpoints.hugging_face_name(name, prefix)
+    value = np.asarray(variable.numpy(), np.float32)
+    tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+  return tensors, architecture
+
+
+def is_previous_export(path):
+  """True if folder ``path`` holds nothing but files an export writes (replacing it loses
+  nothing else)."""
+  entries = {name.rstrip("/") for name in tf.io.gfile.listdir(path)}
+  return "model.safetensors" in entries and entries <= set(FILES)
+
+
+def _check_output_dir(output_dir, overwrite):
+  if not output_dir:
+    raise BertTfError("no output_dir given")
+  if not tf.io.gfile.exists(output_dir):
+    return
+  if not tf.io.gfile.isdir(output_dir):
+    raise BertTfError(f"output_dir {output_dir!r} exists and is not a directory; give a new "
+                      "path")
+  entries = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir))
+  if not entries:
+    return
+  if not is_previous_export(output_dir):
+    raise BertTfError(f"output_dir {output_dir!r} is a folder with other files in it (e.g. "
+                      f"{entries[0]!r}); nothing was written: give a new or empty folder")
+  if not overwrite:
+    raise BertTfError(f"output_dir {output_dir!r} holds a previous export: pass overwrite=True "
+                      "(--overwrite) to replace it, or give a new path")
+
+
+def _write_atomically(output_dir, write, overwrite):
+  """``write(tmp)`` beside ``output_dir``, then renamed into place (the old export renamed
+  aside first, removed last); the temporary folders of a killed export are removed first."""
+  from bert_tf.export import saved_models  # pylint: disable=import-outside-toplevel
+  output_dir = os.path.normpath(output_dir)
+  parent = os.path.dirname(output_dir)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  saved_models.remove_leftovers(output_dir)
+  tmp = fileio.temp_name(output_dir)
+  old = None
+  try:
+    write(tmp)
+    _check_output_dir(output_dir, overwrite)  # Nothing new appeared meanwhile.
+    if tf.io.gfile.exists(output_dir):
+      old = fileio.temp_name(output_dir)
+      tf.io.gfile.rename(output_dir, old)
+    tf.io.gfile.rename(tmp, output_dir)
+  except BaseException:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    raise
+  if old is not None:
+    tf.io.gfile.rmtree(old)

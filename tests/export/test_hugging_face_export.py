@@ -1,0 +1,210 @@
+"""Hugging Face export (``bert_tf.export_hugging_face``, ``python -m bert_tf export-hf``):
+transformers loads the folder and gives the same hidden states and MLM/NSP logits within 1e-5
+(Google's tanh GELU and Hugging Face's exact one); bert_tf loads it back bit for bit; a
+Hugging Face folder comes back as the very tensors transformers wrote."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import bert_tf
+from bert_tf.__main__ import main as cli_main
+from bert_tf.modeling import BertModel, BertPretrainer, checkpoints
+from bert_tf.modeling.config import BertConfig
+from tests.conftest import FIXTURES
+from tests.inference.conftest import TINY_VOCAB
+
+TOL = 1e-5
+HF_FIXTURE = FIXTURES / "tiny_hf_pretraining"  # transformers' own BertForPreTraining, "gelu"
+TEXTS = [("the cat sat on the [MASK] .", None),
+         ("he walked to the store .", "she bought milk ."),
+         ("Paris is the capital of France.", "The dog barked in the park.")]
+
+
+def _randomize(model, seed):
+  """Every variable at random, large enough that the two GELUs differ beyond 1e-5."""
+  rng = np.random.RandomState(seed)
+  for variable in model.weights:
+    shape = tuple(variable.shape)
+    if variable.path.endswith("gamma"):
+      variable.assign(1.0 + 0.1 * rng.randn(*shape).astype(np.float32))
+    else:
+      variable.assign(0.3 * rng.randn(*shape).astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def google_folder(tmp_path_factory):
+  """A Google-layout folder (tanh ``"gelu"``, both heads) with large random weights."""
+  folder = tmp_path_factory.mktemp("google") / "tiny"
+  folder.mkdir()
+  config = BertConfig(vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=37, max_position_embeddings=64,
+                      type_vocab_size=2)
+  model = BertPretrainer(config)
+  _randomize(model, seed=3)
+  checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
+  config.to_json_file(str(folder / "bert_config.json"))
+  (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+  return folder
+
+
+def _bert_tf_outputs(bert):
+  """bert_tf's hidden states [L+1,B,S,H], MLM logits at every position [B,S,V], NSP logits."""
+  out = bert([a if b is None else (a, b) for a, b in TEXTS], output_hidden_states=True)
+  ids, mask, types = out.input_word_ids, out.input_mask, out.input_type_ids
+  positions = np.tile(np.arange(ids.shape[1], dtype=np.int32), (len(ids), 1))
+  heads = bert.model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types,
+                      "masked_lm_positions": positions})
+  return out, np.stack(out.hidden_states), np.asarray(heads["masked_lm_logits"]), np.asarray(
+      heads["next_sentence_logits"])
+
+
+def _saved_tensors(folder):
+  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+  return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("source,hidden_act", [("google", "gelu_new"), ("hf", "gelu")])
+def test_transformers_gives_the_same_numbers(source, hidden_act, google_folder, tmp_path):
+  torch = pytest.importorskip("torch", reason="torch is a test-only dependency (pip install "
+                              "'bert_tf[test]')")
+  transformers = pytest.importorskip("transformers", reason="transformers is a test-only "
+                                     "dependency (pip install 'bert_tf[test]')")
+  folder = google_folder if source == "google" else HF_FIXTURE
+  out_dir = tmp_path / "hf"
+  assert bert_tf.export_hugging_face(str(folder), str(out_dir)) == str(out_dir)
+  assert sorted(os.listdir(out_dir)) == ["config.json", "model.safetensors",
+                                         "special_tokens_map.json", "tokenizer_config.json",
+                                         "vocab.txt"]
+  config = json.loads((out_dir / "config.json").read_text())
+  assert config["hidden_act"] == hidden_act and config["architectures"] == ["BertForPreTraining"]
+  bert = bert_tf.load(str(folder))
+  out, hidden, mlm, nsp = _bert_tf_outputs(bert)
+
+  # Hugging Face's tokenizer on the folder: the same ids as bert_tf's.
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(out_dir), local_files_only=True)
+  for i, (a, b) in enumerate(TEXTS):
+    n = int(out.input_mask[i].sum())
+    assert tokenizer(a, b)["input_ids"] == out.input_word_ids[i, :n].tolist()
+
+  def run(model):
+    with torch.no_grad():
+      result = model(input_ids=torch.tensor(out.input_word_ids, dtype=torch.long),
+                     attention_mask=torch.tensor(out.input_mask, dtype=torch.long),
+                     token_type_ids=torch.tensor(out.input_type_ids, dtype=torch.long),
+                     output_hidden_states=True)
+    return (np.stack([h.numpy() for h in result.hidden_states]),
+            result.prediction_logits.numpy(), result.seq_relationship_logits.numpy())
+
+  model, info = transformers.BertForPreTraining.from_pretrained(
+      str(out_dir), local_files_only=True, attn_implementation="eager",
+      output_loading_info=True)
+  model.eval()
+  assert not any(info.get(k) for k in ("missing_keys", "unexpected_keys", "mismatched_keys",
+                                       "error_msgs")), info
+  their_hidden, their_mlm, their_nsp = run(model)
+  real = out.input_mask.astype(bool)  # padding positions differ by design (zeros in bert_tf)
+  np.testing.assert_allclose(hidden[:, real], their_hidden[:, real], atol=TOL, rtol=0)
+  np.testing.assert_allclose(mlm[real], their_mlm[real], atol=TOL, rtol=0)
+  np.testing.assert_allclose(nsp, their_nsp, atol=TOL, rtol=0)
+  # The test can fail: the other GELU is off by far more than the tolerance.
+  model.config.hidden_act = "gelu" if hidden_act == "gelu_new" else "gelu_new"
+  other = transformers.BertForPreTraining(model.config).eval()
+  other.load_state_dict(model.state_dict())
+  assert np.abs(run(other)[1][real] - mlm[real]).max() > 10 * TOL
+
+
+def test_a_hugging_face_folder_comes_back_as_the_same_tensors(tmp_path):
+  bert_tf.export_hugging_face(str(HF_FIXTURE), str(tmp_path / "hf"))
+  theirs, ours = _saved_tensors(HF_FIXTURE), _saved_tensors(tmp_path / "hf")
+  assert sorted(ours) == sorted(theirs)
+  for name, value in theirs.items():
+    assert ours[name].dtype == value.dtype and ours[name].shape == value.shape, name
+    np.testing.assert_array_equal(ours[name], value, err_msg=name)
+  assert (tmp_path / "hf" / "vocab.txt").read_text() == (HF_FIXTURE / "vocab.txt").read_text()
+
+
+def test_bert_tf_loads_it_back_bit_for_bit(google_folder, tmp_path):
+  original = bert_tf.load(str(google_folder))
+  bert_tf.export_hugging_face(original, str(tmp_path / "hf"))
+  tokenizer_config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+  assert tokenizer_config["do_lower_case"] is True
+  assert json.loads((tmp_path / "hf" / "special_tokens_map.json").read_text()) == {
+      "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+      "mask_token": "[MASK]"}
+  back = bert_tf.load(str(tmp_path / "hf"))
+  assert back.config == original.config
+  assert (back.has_masked_lm, back.has_next_sentence, back.do_lower_case) == (True, True, True)
+  assert not back.load_report.missing and not back.load_report.unexpected
+  for a, b in zip(original.model.weights, back.model.weights):
+    assert a.path == b.path
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_a_keras_encoder_is_a_bert_model_and_casing_comes_from_the_vocab(tmp_path):
+  config = BertConfig(vocab_size=6, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_exact")
+  encoder = BertModel(config)
+  _randomize(encoder, seed=5)
+  (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nParis\n##is\n")
+  with pytest.raises(bert_tf.BertTfError, match=r"^export_hugging_face: a Keras model needs "
+                     r"vocab_file="):
+    bert_tf.export_hugging_face(encoder, str(tmp_path / "hf"))
+  bert_tf.export_hugging_face(encoder, str(tmp_path / "hf"),
+                              vocab_file=str(tmp_path / "vocab.txt"))
+  config_json = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert config_json["architectures"] == ["BertModel"] and config_json["hidden_act"] == "gelu"
+  assert BertConfig.from_hugging_face_dict(config_json) == config
+  tensors = _saved_tensors(tmp_path / "hf")
+  assert "embeddings.word_embeddings.weight" in tensors and not any(
+      k.startswith(("bert.", "cls.")) for k in tensors)
+  np.testing.assert_array_equal(tensors["encoder.layer.0.attention.self.query.weight"],
+                                encoder.weights[[v.path for v in encoder.weights].index(
+                                    "bert/encoder/layer_0/attention/self/query/kernel")]
+                                .numpy().T)
+  tokenizer_config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+  assert tokenizer_config["do_lower_case"] is False  # "Paris": a cased vocab
+  assert "mask_token" not in tokenizer_config  # not in this vocab
+
+
+def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, capsys):
+  bert = bert_tf.load(str(google_folder))
+  taken = tmp_path / "taken"
+  taken.mkdir()
+  (taken / "notes.txt").write_text("mine")
+  with pytest.raises(bert_tf.BertTfError, match=(
+      r"^output_dir '.*taken' is a folder with other files in it \(e\.g\. 'notes\.txt'\); "
+      r"nothing was written: give a new or empty folder$")):
+    bert_tf.export_hugging_face(bert, str(taken), overwrite=True)
+  assert os.listdir(taken) == ["notes.txt"]
+  (tmp_path / "empty").mkdir()
+  bert_tf.export_hugging_face(bert, str(tmp_path / "empty"))
+  first = (tmp_path / "empty" / "model.safetensors").read_bytes()
+  with pytest.raises(bert_tf.BertTfError, match=r"holds a previous export: pass overwrite=True"):
+    bert_tf.export_hugging_face(bert, str(tmp_path / "empty"))
+  # The CLI: replaces it with --overwrite; nothing but the export is left beside it.
+  status = cli_main(["export-hf", f"--model={google_folder}",
+                     f"--output_dir={tmp_path / 'empty'}", "--overwrite"])
+  assert status == 0 and capsys.readouterr().out == f"wrote {tmp_path / 'empty'}\n"
+  assert (tmp_path / "empty" / "model.safetensors").read_bytes() == first
+  assert sorted(os.listdir(tmp_path)) == ["empty", "taken"]
+  status = cli_main(["export-hf", f"--model={google_folder}", f"--output_dir={taken}"])
+  assert status == 1
+  assert capsys.readouterr().err.startswith(
+      f"bert_tf export-hf: error: output_dir '{taken}' is a folder with other files")
+
+
+def test_a_masked_lm_without_next_sentence_is_a_bert_for_masked_lm(google_folder):
+  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  bert = bert_tf.load(str(google_folder))
+  tensors, architecture = hugging_face.hugging_face_tensors(bert.model, masked_lm=True,
+                                                           next_sentence=False)
+  assert architecture == "BertForMaskedLM"
+  assert sorted(k for k in tensors if k.startswith("cls.")) == [
+      "cls.predictions.bias", "cls.predictions.transform.LayerNorm.bias",
+      "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
+      "cls.predictions.transform.dense.weight"]
+  assert all(k.startswith(("bert.", "cls.predictions.")) for k in tensors)
+  assert "bert.pooler.dense.weight" in tensors  # kept: BertModel.from_pretrained uses it
