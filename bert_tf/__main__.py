@@ -250,6 +250,8 @@ def _attention(args, out):
   result = bert(text, output_attentions=True)
   tokens = result.tokens[0]
   attentions = np.stack(result.attentions)[:, 0, :, :len(tokens), :len(tokens)]  # [L,N,S,S]
+  # A pair: sentence B starts at the first token of segment 1 (the view's sentence filter).
+  sentence_b_start = int(np.argmax(result.input_type_ids[0])) if len(args.text) == 2 else None
   # Both pictures or neither: the PNG (where --layers/--heads can be wrong) is drawn first, and
   # a picture written by this call is removed again when the other one fails.
   written = []
@@ -261,7 +263,8 @@ def _attention(args, out):
       written.append(args.output_png)
     if args.output_html:
       visualize.head_view_html(tokens, attentions, args.output_html,
-                               title=f"Attention: {' ||| '.join(args.text)}")
+                               title=f"Attention: {' ||| '.join(args.text)}",
+                               sentence_b_start=sentence_b_start)
       written.append(args.output_html)
   except BaseException:
     for path in written:

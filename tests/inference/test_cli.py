@@ -72,6 +72,9 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
   data = _embedded_data(page)
   assert data["tokens"] == tokens
   assert (data["layers"], data["heads"]) == (2, 4)
+  # The pair's sentence B starts after the first [SEP] (the view's sentence filter).
+  assert data["sentence_b_start"] == tokens.index("[SEP]") + 1 < len(tokens)
+  assert '<select class="btv-filter">' in page
   np.testing.assert_allclose(data["attention"], np.stack(expected.attentions)[:, 0], atol=6e-6)
   for token in tokens:
     assert f"<code>{token}</code>" in page

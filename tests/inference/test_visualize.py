@@ -69,7 +69,7 @@ def test_head_view_html(minilm_attention, tmp_path):
 
 def test_views_are_notebook_fragments_with_ids_of_their_own(minilm_attention):
   tokens, attentions = minilm_attention
-  first, second = (visualize.head_view(tokens, attentions) for _ in range(2))
+  first, second = (visualize.attention_view(tokens, attentions) for _ in range(2))
   ids = []
   for view in (first, second):
     fragment = view._repr_html_()  # What Jupyter's display() shows.
