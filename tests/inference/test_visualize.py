@@ -261,3 +261,117 @@ def test_png_without_matplotlib_is_a_one_line_error(tmp_path, monkeypatch):
   with pytest.raises(bert_tf.BertTfError, match=r"^PNG pictures need matplotlib: pip install "
                      r"'bert_tf\[plots\]'"):
     visualize.pca_scatter_png(np.eye(3), ["a", "b", "c"], str(tmp_path / "x.png"))
+
+
+# ---------------------------------------------------------------------------------------------
+# bertviz's calls: head_view / model_view with its arguments and tensor forms.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_pair(minilm_bert):
+  out = minilm_bert([("The cat sat on the mat.", "It slept.")], output_attentions=True)
+  return out.tokens[0], out.attentions, int(np.argmax(out.input_type_ids[0]))
+
+
+def _forms(attentions):
+  """One text's attention in the forms bertviz users and bert_tf users hand over."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  forms = {"bert_tf out.attentions": attentions,
+           "list of tf tensors": [tf.constant(a) for a in attentions],
+           "numpy [L,N,S,S]": np.concatenate(attentions),
+           "np.stack(out.attentions)": np.stack(attentions),
+           "list of [N,S,S]": [a[0] for a in attentions]}
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return forms
+  # As transformers gives them: a tuple of [1,N,S,S] torch tensors (one needing grad).
+  forms["tuple of torch tensors"] = tuple(torch.tensor(a, requires_grad=(k == 0))
+                                         for k, a in enumerate(attentions))
+  return forms
+
+
+def test_bertviz_head_view_call(minilm_pair):
+  tokens, attentions, b = minilm_pair
+  expected = np.concatenate(attentions)  # [L,N,S,S]
+  for name, attention in _forms(attentions).items():
+    # bertviz's positional order (attention, tokens, sentence_b_start) and its keywords.
+    view = visualize.head_view(attention, tokens, b, html_action="return")
+    data = _embedded_data(view.data)
+    np.testing.assert_allclose(data["attention"], expected, atol=6e-6, err_msg=name)
+    assert data["tokens"] == tokens and data["sentence_b_start"] == b, name
+  view = visualize.head_view(attention=attentions, tokens=tokens, layer=3, heads=[1, 4],
+                             include_layers=[1, 3, 5], html_action="return")
+  data = _embedded_data(view.data)
+  np.testing.assert_allclose(data["attention"], expected[[1, 3, 5]], atol=6e-6)
+  assert (data["layer_labels"], data["layer"], data["shown_heads"]) == ([1, 3, 5], 1, [1, 4])
+  assert data["sentence_b_start"] is None and '<select class="btv-filter">' not in view.data
+  assert re.findall(r'<option value="(\d)">layer (\d)</option>', view.data) == [
+      ("0", "1"), ("1", "3"), ("2", "5")]
+  # A head view alone: no model-view grid.
+  assert "<svg" in view.data and "<canvas" not in view.data
+  # bert_tf's earlier order (tokens, attention) is the same view.
+  older = _embedded_data(visualize.head_view(tokens, attentions, html_action="return").data)
+  assert older["tokens"] == tokens and older["attention"] == _embedded_data(
+      visualize.head_view(attentions, tokens, html_action="return").data)["attention"]
+
+
+def test_bertviz_model_view_call(minilm_pair):
+  tokens, attentions, b = minilm_pair
+  expected = np.concatenate(attentions)
+  view = visualize.model_view(attentions, tokens, sentence_b_start=b, include_layers=[0, 5],
+                              include_heads=[2, 7, 11], html_action="return")
+  data = _embedded_data(view.data)
+  np.testing.assert_allclose(data["attention"], expected[[0, 5]][:, [2, 7, 11]], atol=6e-6)
+  assert (data["layer_labels"], data["head_labels"]) == ([0, 5], [2, 7, 11])
+  assert data["dark"] is True and 'class="btv-root btv-dark"' in view.data  # bertviz's default
+  cells = re.findall(r'<canvas data-layer="(\d)" data-head="(\d)"[^>]*title="([^"]*)"',
+                     view.data)
+  assert [t for _, _, t in cells] == [f"layer {l}, head {h}" for l in (0, 5) for h in (2, 7, 11)]
+  assert '<select class="btv-filter">' in view.data and '<svg class="btv-lines"' not in view.data
+  light = visualize.model_view(attentions, tokens, display_mode="light", html_action="return")
+  assert _embedded_data(light.data)["dark"] is False
+
+
+def test_bertviz_calls_outside_a_notebook_return_the_view(minilm_pair, tmp_path):
+  tokens, attentions, _ = minilm_pair
+  view = visualize.head_view(attentions, tokens)  # html_action="view", but no kernel here.
+  assert isinstance(view, visualize.AttentionView)
+  assert "display() it in Jupyter" in repr(view)
+  assert view.save(str(tmp_path / "h.html")) and (tmp_path / "h.html").read_text() == view.html
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t, a: visualize.head_view(a, t, layer=4, include_layers=[0, 1]),
+     r"^layer 4 is not in include_layers: \[0, 1\]$"),
+    (lambda t, a: visualize.head_view([np.concatenate([x, x]) for x in a], t),
+     r"^attention\[0\] has a batch of 2 texts: give one text's attention"),
+    (lambda t, a: visualize.head_view(a, t, html_action="show"),
+     r"^html_action must be 'view' or 'return', got 'show'$"),
+    (lambda t, a: visualize.head_view(a, t, sentence_b_start=0),
+     r"^sentence_b_start 0 must be inside the \d+ tokens"),
+    (lambda t, a: visualize.head_view(encoder_attention=a, encoder_tokens=t),
+     r"^bert_tf's views show a BERT's self-attention"),
+    (lambda t, a: visualize.model_view(a, t, display_mode="grey"),
+     r"^display_mode must be 'dark' or 'light', got 'grey'$"),
+    (lambda t, a: visualize.model_view(a, t[:-1]),
+     r"^attentions cover \d+ tokens but \d+ tokens were given$"),
+    (lambda t, a: visualize.model_view(a, None), r"^tokens is required"),
+])
+def test_bertviz_call_errors(minilm_pair, call, message):
+  tokens, attentions, _ = minilm_pair
+  with pytest.raises(bert_tf.BertTfError, match=message):
+    call(tokens, attentions)
+
+
+def test_padded_batch_output_is_trimmed_to_the_text(minilm_bert):
+  # A batch pads the short text; its attention without the batch axis and with the padding
+  # (zeros, as bert_tf writes them) is the same view as the text run alone.
+  out = minilm_bert(["A short one.", "A much longer text than the first one is."],
+                    output_attentions=True)
+  alone = minilm_bert("A short one.", output_attentions=True)
+  padded = [a[0:1] for a in out.attentions]
+  assert padded[0].shape[-1] > len(out.tokens[0])
+  data = _embedded_data(visualize.head_view(padded, out.tokens[0], html_action="return").data)
+  np.testing.assert_allclose(data["attention"], np.concatenate(alone.attentions), atol=2e-5)
