@@ -107,7 +107,9 @@ def _parser():
   att.add_argument("text", nargs="+", metavar="TEXT", help="TEXT_A [TEXT_B]")
   att.add_argument("--output_html", default=None,
                    help="Self-contained HTML: head view and model view (every layer x head).")
-  att.add_argument("--output_png", default=None, help="PNG grid of heatmaps (layers x heads).")
+  att.add_argument("--output_png", default=None,
+                   help="PNG grid of heatmaps (layers x heads); too many tokens for one readable "
+                   "picture: several files, <stem>-layersA-B-headsC-D.png.")
   att.add_argument("--layers", type=_int_list, default=None, help="Layers for the PNG.")
   att.add_argument("--heads", type=_int_list, default=None, help="Heads for the PNG.")
   att.add_argument("--cell_inches", type=float, default=None,
@@ -233,7 +235,8 @@ def _embed(args, out):
                                  groups=groups)
     else:
       visualize.pca_scatter_png(vectors, texts, args.plot, title=f"PCA of {what}",
-                                dpi=args.dpi, groups=groups, label_mode=args.labels)
+                                dpi=args.dpi, groups=groups, label_mode=args.labels,
+                                focus=args.word)
     out.write(f"wrote {args.plot}\n")
 
 
@@ -257,10 +260,10 @@ def _attention(args, out):
   written = []
   try:
     if args.output_png:
-      visualize.attention_heatmaps_png(tokens, attentions, args.output_png, layers=args.layers,
-                                       heads=args.heads, cell_inches=args.cell_inches,
-                                       dpi=args.dpi)
-      written.append(args.output_png)
+      # Several files when the grid is split to keep its token labels readable.
+      written.extend(visualize.attention_heatmaps_png(
+          tokens, attentions, args.output_png, layers=args.layers, heads=args.heads,
+          cell_inches=args.cell_inches, dpi=args.dpi))
     if args.output_html:
       visualize.head_view_html(tokens, attentions, args.output_html,
                                title=f"Attention: {' ||| '.join(args.text)}",

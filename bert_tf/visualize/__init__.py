@@ -16,11 +16,13 @@ fetched from the network) under an id of its own; matplotlib is an optional extr
 from bert_tf.visualize.attention_html import (LINE_THRESHOLD, SENTENCE_FILTERS,  # noqa: F401
                                               as_attention, attention_view, head_view,
                                               head_view_html, model_view)
-from bert_tf.visualize.heatmaps import (attention_heatmaps_figure,  # noqa: F401
-                                        attention_heatmaps_png)
+from bert_tf.visualize.heatmaps import (MIN_LABEL_POINTS,  # noqa: F401
+                                        attention_heatmaps_figure, attention_heatmaps_png,
+                                        heatmap_pages)
 from bert_tf.visualize.page import AttentionView, page_html  # noqa: F401
 from bert_tf.visualize.png import require_matplotlib  # noqa: F401
 from bert_tf.visualize.png import save_png as _save_png  # noqa: F401
 from bert_tf.visualize.scatter import (LABEL_MODES, LONG_CHARS, SHORT_CHARS,  # noqa: F401
                                        SHORT_LABELS, pca_2d, pca_scatter, pca_scatter_figure,
-                                       pca_scatter_html, pca_scatter_png, spread_out)
+                                       pca_scatter_html, pca_scatter_png, shorten_around,
+                                       spread_out)

@@ -5,6 +5,7 @@ Shape legend: M = points, D = embedding size.
 """
 
 import html
+import re
 
 import numpy as np
 
@@ -50,6 +51,34 @@ def _shorten(label, limit):
   return label if len(label) <= limit else label[:limit - 3] + "..."
 
 
+def shorten_around(label, word, limit):
+  """``label`` cut to ``limit`` characters with "..." where cut, keeping its first ``word``
+  (a whole word, any case) whole and as central as the label allows; the plain cut (the start
+  kept) when that already shows the word, or ``word`` is None or not in the label. A word
+  longer than ``limit`` is kept whole all the same."""
+  if len(label) <= limit or not word:
+    return _shorten(label, limit)
+  found = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", label, re.I) or re.search(
+      re.escape(word), label, re.I)
+  if found is None or found.end() <= limit - 3:
+    return _shorten(label, limit)
+  start, end = found.span()
+  room = max(0, limit - (end - start))
+  a, b = start - room // 2, end + room - room // 2  # The window [a, b) around the word ...
+  if b > len(label):
+    a, b = a - (b - len(label)), len(label)
+  a = max(a, 0)
+  # ... less room for the "..." on each side that is cut (never into the word).
+  if a > 0:
+    a = min(a + 3, start)
+  if b < len(label):
+    b = max(b - 3, end)
+  middle = label[a:b]
+  middle = middle.lstrip() if a > 0 else middle
+  middle = middle.rstrip() if b < len(label) else middle
+  return ("..." if a > 0 else "") + middle + ("..." if b < len(label) else "")
+
+
 def spread_out(coords, count):
   """Indexes of ``count`` of the ``[M,2]`` points chosen far from each other (greedy
   farthest-point order, from the point farthest from the mean), so their labels rarely overlap.
@@ -68,19 +97,20 @@ def spread_out(coords, count):
   return sorted(chosen)
 
 
-def _labelled(coords, labels, mode):
+def _labelled(coords, labels, mode, focus=None):
   """``[(index, text)]`` of the points that get a label under ``labels=mode``."""
   if mode not in LABEL_MODES:
     raise BertTfError(f"labels must be one of {', '.join(LABEL_MODES)}, got {mode!r}")
   if mode == "none":
     return []
   if mode == "all":
-    return [(i, _shorten(l, LONG_CHARS)) for i, l in enumerate(labels)]
-  return [(i, _shorten(labels[i], SHORT_CHARS)) for i in spread_out(coords, SHORT_LABELS)]
+    return [(i, shorten_around(l, focus, LONG_CHARS)) for i, l in enumerate(labels)]
+  return [(i, shorten_around(labels[i], focus, SHORT_CHARS))
+          for i in spread_out(coords, SHORT_LABELS)]
 
 
 def pca_scatter_figure(embeddings, labels, title="PCA of embeddings", size_inches=(8.0, 6.0),
-                       dpi=100, groups=None, label_mode="short"):
+                       dpi=100, groups=None, label_mode="short", focus=None):
   """A matplotlib ``Figure``: 2-D PCA scatter of labelled embeddings (e.g. one word in several
   senses, or 100 sentences).
 
@@ -92,12 +122,14 @@ def pca_scatter_figure(embeddings, labels, title="PCA of embeddings", size_inche
       most 12 points spread over the picture, labels cut to 24 characters (readable at 100
       points; every point when there are 12 or fewer); ``"all"`` every point (cut to 60);
       ``"none"`` no labels (use ``pca_scatter_html`` to read them by hovering).
+    focus: the word the points are about (e.g. ``embed --word=bank``): a cut label keeps it
+      whole, cut around it ("...sat by the bank of the..."), as ``shorten_around``.
   """
   labels = [str(l) for l in labels]
   coords, ratios = pca_2d(embeddings)
   if len(labels) != len(coords):
     raise BertTfError(f"{len(labels)} labels for {len(coords)} embeddings")
-  chosen = _labelled(coords, labels, label_mode)
+  chosen = _labelled(coords, labels, label_mode, focus)
   figure = new_figure(*size_inches, dpi=dpi, layout="constrained")
   ax = figure.subplots()
   groups = [str(g) for g in groups] if groups is not None else [""] * len(labels)
@@ -117,10 +149,10 @@ def pca_scatter_figure(embeddings, labels, title="PCA of embeddings", size_inche
 
 
 def pca_scatter_png(embeddings, labels, path, title="PCA of embeddings", size_inches=(8.0, 6.0),
-                    dpi=100, groups=None, label_mode="short"):
+                    dpi=100, groups=None, label_mode="short", focus=None):
   """``pca_scatter_figure`` saved as a PNG (atomically). Returns ``path``."""
   figure = pca_scatter_figure(embeddings, labels, title=title, size_inches=size_inches, dpi=dpi,
-                              groups=groups, label_mode=label_mode)
+                              groups=groups, label_mode=label_mode, focus=focus)
   return save_png(figure, path)
 
 

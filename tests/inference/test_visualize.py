@@ -375,3 +375,79 @@ def test_padded_batch_output_is_trimmed_to_the_text(minilm_bert):
   assert padded[0].shape[-1] > len(out.tokens[0])
   data = _embedded_data(visualize.head_view(padded, out.tokens[0], html_action="return").data)
   np.testing.assert_allclose(data["attention"], np.concatenate(alone.attentions), atol=2e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Readable pictures: token labels of a big grid, a focal word in cut labels.
+# ---------------------------------------------------------------------------------------------
+
+
+def _random_attention(layers, heads, count, seed=0):
+  rng = np.random.RandomState(seed)
+  return rng.dirichlet(np.ones(count) * 0.3, size=(layers, heads, count)).astype(np.float32)
+
+
+def test_big_grid_is_split_to_keep_labels_readable(tmp_path):
+  # 56 tokens, 1 layer x 12 heads: one 40-inch figure would need 3.4-pt labels
+  # (0.8 * 72 pt * 40 / 12 in / 56 rows); at 6 pt or more, two figures of 1 x 6 heatmaps.
+  count = 56
+  tokens = [f"tok{i}" for i in range(count)]
+  attentions = _random_attention(1, 12, count)
+  pages = visualize.heatmap_pages(count, [0], list(range(12)))
+  assert pages == [([0], [0, 1, 2, 3, 4, 5]), ([0], [6, 7, 8, 9, 10, 11])]
+  paths = visualize.attention_heatmaps_png(tokens, attentions, str(tmp_path / "grid.png"),
+                                           dpi=10)
+  assert [p.rsplit("/", 1)[-1] for p in paths] == ["grid-layers0-0-heads0-5.png",
+                                                   "grid-layers0-0-heads6-11.png"]
+  assert not (tmp_path / "grid.png").exists()
+  figure = visualize.attention_heatmaps_figure(tokens, attentions, heads=pages[1][1], dpi=10)
+  for path in paths:  # Both blocks are the same size.
+    width, height = png_size(path)
+    assert abs(width - figure.get_figwidth() * 10) <= 1
+    assert abs(height - figure.get_figheight() * 10) <= 1
+  assert max(figure.get_figwidth(), figure.get_figheight()) <= 40 + 3  # + labels, colour bar
+  labels = [t for ax in figure.axes if ax.get_title()  # The heatmaps, not the colour bar.
+            for t in ax.get_yticklabels() + ax.get_xticklabels() if t.get_visible()]
+  # The first heatmap's y axis (from) and every heatmap's x axis (to, the bottom row).
+  assert [t.get_text() for t in labels] == tokens * (1 + 6)
+  assert min(t.get_fontsize() for t in labels) >= visualize.MIN_LABEL_POINTS == 6
+  assert sorted(ax.get_title() for ax in figure.axes if ax.get_title()) == sorted(
+      f"layer 0 head {h}" for h in range(6, 12))
+
+
+def test_grid_that_fits_stays_one_figure(tmp_path):
+  tokens = [f"t{i}" for i in range(12)]
+  paths = visualize.attention_heatmaps_png(tokens, _random_attention(2, 3, 12),
+                                           str(tmp_path / "g.png"), dpi=10)
+  assert paths == [str(tmp_path / "g.png")]
+
+
+@pytest.mark.parametrize("label,word,expected", [
+    # Hand-worked: the word whole, as central as the label allows, "..." where cut.
+    ("In the morning we walked a long way down to the river bank", "bank",
+     "...own to the river bank"),
+    ("sentence 7: he sat on the long and muddy bank of the river", "bank",
+     "...muddy bank of the..."),
+    ("Banking on the bank holiday we went to the bank of the river", "bank",
+     "Banking on the bank h..."),  # The first whole "bank" is inside the plain cut.
+    ("he sat on the bank of the river and watched the boats", None,
+     "he sat on the bank of..."),
+    ("a b c d e f g h i j k l supercalifragilisticexpialidocious m", "supercalifragilistic"
+     "expialidocious", "...supercalifragilisticexpialidocious..."),
+    ("short", "bank", "short"),
+])
+def test_shorten_around(label, word, expected):
+  assert visualize.shorten_around(label, word, 24) == expected
+
+
+def test_pca_labels_show_the_focal_word(tmp_path):
+  rng = np.random.RandomState(2)
+  labels = [f"Sentence number {i} says that they sat by the bank" for i in range(10)]
+  figure = visualize.pca_scatter_figure(rng.randn(10, 8), labels, focus="bank")
+  texts = [t.get_text() for t in figure.axes[0].texts]
+  assert len(texts) == 10
+  for text in texts:
+    assert re.fullmatch(r"\.\.\..* bank", text) and len(text) <= visualize.SHORT_CHARS, text
+  # Without a focus the plain cut hides it.
+  plain = visualize.pca_scatter_figure(rng.randn(10, 8), labels)
+  assert not any("bank" in t.get_text() for t in plain.axes[0].texts)
