@@ -161,21 +161,108 @@ def pca_scatter_png(embeddings, labels, path, title="PCA of embeddings", size_in
 # ---------------------------------------------------------------------------------------------
 
 _SCATTER_STYLE = """
-.btv-scatter { font-family: sans-serif; color: #222; margin: 0.5em 0 1.5em 0; position: relative; }
+.btv-scatter { font-family: sans-serif; color: #222; margin: 0.5em 0 1.5em 0; position: relative;
+  max-width: 100%; }
 .btv-scatter .btv-title { font-size: 1.15em; font-weight: bold; margin: 0.3em 0; }
+.btv-scatter svg { max-width: 100%; height: auto; cursor: grab; user-select: none; }
 .btv-scatter circle { stroke: #fff; stroke-width: 1; cursor: pointer; }
 .btv-scatter circle.hover { stroke: #000; stroke-width: 2; }
 .btv-scatter .btv-tip { position: absolute; display: none; max-width: 420px; padding: 4px 8px;
   background: #fffbe6; border: 1px solid #aaa; font-size: 13px; pointer-events: none; }
 .btv-scatter .btv-axis { font-size: 12px; fill: #555; }
+.btv-scatter .btv-tick { font-size: 11px; fill: #555; }
+.btv-scatter .btv-grid { stroke: #eee; }
 .btv-scatter .btv-legend { font-size: 12px; }
+.btv-scatter .btv-zoom button { font-size: 12px; margin-right: 4px; }
+.btv-scatter .btv-help { font-size: 12px; color: #666; }
 """
 
+# Points sit at data coordinates (data-x, data-y: PC1, PC2); the script maps the visible
+# domain onto the plot rectangle, draws "nice" tick values (1, 2 or 5 x 10^k apart) and
+# redraws on zoom (wheel about the pointer, or the buttons) and pan (drag).
 _SCATTER_SCRIPT = """
 (function (root) {
   if (!root || root.dataset.drawn) return;
   var tip = root.querySelector(".btv-tip"), svg = root.querySelector("svg");
-  var points = root.querySelectorAll("circle");
+  var points = root.querySelectorAll("circle[data-index]");
+  var plot = JSON.parse(svg.dataset.plot);  // [left, top, right, bottom] in SVG units
+  var home = JSON.parse(svg.dataset.domain), domain = home.slice();  // [x0, x1, y0, y1]
+  var ticks = root.querySelector(".btv-ticks"), NS = "http://www.w3.org/2000/svg";
+  var ZOOM = 1.25;
+
+  function sx(x) {
+    return plot[0] + (x - domain[0]) / (domain[1] - domain[0]) * (plot[2] - plot[0]);
+  }
+  function sy(y) {
+    return plot[3] - (y - domain[2]) / (domain[3] - domain[2]) * (plot[3] - plot[1]);
+  }
+  function niceTicks(lo, hi) {
+    var raw = (hi - lo) / 6, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * mag; })
+                            .filter(function (s) { return s >= raw; })[0];
+    var decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9)), out = [];
+    for (var k = Math.ceil(lo / step); k * step <= hi; k++) out.push((k * step).toFixed(decimals));
+    return out;
+  }
+  function add(tag, attrs, text) {
+    var e = document.createElementNS(NS, tag);
+    for (var a in attrs) e.setAttribute(a, attrs[a]);
+    if (text !== undefined) e.textContent = text;
+    ticks.appendChild(e);
+  }
+  function draw() {
+    for (var k = 0; k < points.length; k++) {
+      points[k].setAttribute("cx", sx(+points[k].dataset.x));
+      points[k].setAttribute("cy", sy(+points[k].dataset.y));
+    }
+    while (ticks.firstChild) ticks.removeChild(ticks.firstChild);
+    niceTicks(domain[0], domain[1]).forEach(function (v) {
+      var x = sx(+v);
+      add("line", {"class": "btv-grid", x1: x, x2: x, y1: plot[1], y2: plot[3]});
+      add("text", {"class": "btv-tick btv-tick-x", x: x, y: plot[3] + 16,
+                   "text-anchor": "middle", "data-value": v}, v);
+    });
+    niceTicks(domain[2], domain[3]).forEach(function (v) {
+      var y = sy(+v);
+      add("line", {"class": "btv-grid", x1: plot[0], x2: plot[2], y1: y, y2: y});
+      add("text", {"class": "btv-tick btv-tick-y", x: plot[0] - 6, y: y + 4,
+                   "text-anchor": "end", "data-value": v}, v);
+    });
+  }
+  // SVG units per CSS pixel (the picture may be scaled down to fit its container).
+  function unit() { return svg.viewBox.baseVal.width / svg.getBoundingClientRect().width; }
+  function zoom(factor, x, y) {  // The data point at SVG (x, y) stays where it is.
+    var dx = domain[0] + (x - plot[0]) / (plot[2] - plot[0]) * (domain[1] - domain[0]);
+    var dy = domain[2] + (plot[3] - y) / (plot[3] - plot[1]) * (domain[3] - domain[2]);
+    domain = [dx - (dx - domain[0]) / factor, dx + (domain[1] - dx) / factor,
+              dy - (dy - domain[2]) / factor, dy + (domain[3] - dy) / factor];
+    draw();
+  }
+  svg.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var box = svg.getBoundingClientRect(), u = unit();
+    zoom(e.deltaY < 0 ? ZOOM : 1 / ZOOM, (e.clientX - box.left) * u, (e.clientY - box.top) * u);
+  }, {passive: false});
+  var drag = null;
+  svg.addEventListener("mousedown", function (e) {
+    drag = {x: e.clientX, y: e.clientY, domain: domain.slice(), unit: unit()};
+    e.preventDefault();
+  });
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) return;
+    var d = drag.domain, u = drag.unit;
+    var ddx = (e.clientX - drag.x) * u / (plot[2] - plot[0]) * (d[1] - d[0]);
+    var ddy = (e.clientY - drag.y) * u / (plot[3] - plot[1]) * (d[3] - d[2]);
+    domain = [d[0] - ddx, d[1] - ddx, d[2] + ddy, d[3] + ddy];
+    draw();
+  });
+  window.addEventListener("mouseup", function () { drag = null; });
+  function centre(factor) { zoom(factor, (plot[0] + plot[2]) / 2, (plot[1] + plot[3]) / 2); }
+  root.querySelector(".btv-zoom-in").addEventListener("click", function () { centre(ZOOM); });
+  root.querySelector(".btv-zoom-out").addEventListener("click", function () { centre(1 / ZOOM); });
+  root.querySelector(".btv-reset").addEventListener("click", function () {
+    domain = home.slice(); draw();
+  });
   for (var k = 0; k < points.length; k++) {
     points[k].addEventListener("mouseenter", function (e) {
       var c = e.target, box = root.getBoundingClientRect(), at = c.getBoundingClientRect();
@@ -192,6 +279,7 @@ _SCATTER_SCRIPT = """
       e.target.setAttribute("class", ""); tip.style.display = "none";
     });
   }
+  draw();
   root.dataset.drawn = "true";
 })(document.currentScript ? document.currentScript.parentNode
                           : document.getElementById("__VIEW_ID__"));
@@ -202,7 +290,9 @@ def pca_scatter(embeddings, labels, title="PCA of embeddings", groups=None, size
   """An interactive 2-D PCA scatter as an ``AttentionView``-like object (``_repr_html_``,
   ``html``, ``save``): inline SVG, one circle per point, coloured by group; hovering a point
   shows its whole label (e.g. the sentence) and group; every circle also carries a ``<title>``
-  tooltip. Nothing is fetched from the network.
+  tooltip. The axes carry tick values; the mouse wheel zooms about the pointer (or the
+  buttons, about the centre), dragging pans, "reset" goes back. It scales down to fit a
+  narrower container. Nothing is fetched from the network.
 
   Args:
     embeddings: [M,D]; labels: M strings; groups: optional M group names.
@@ -217,14 +307,16 @@ def pca_scatter(embeddings, labels, title="PCA of embeddings", groups=None, size
   left, right, top, bottom = 60, 20 + (150 if any(groups) else 0), 20, 50
   lo, hi = coords.min(axis=0), coords.max(axis=0)
   lo, hi = lo - 0.04 * (hi - lo), hi + 0.04 * (hi - lo)  # Points off the axis lines.
-  span = np.where(hi > lo, hi - lo, 1.0)
+  hi = np.where(hi > lo, hi, lo + 1.0)
+  span = hi - lo
   x = left + (coords[:, 0] - lo[0]) / span[0] * (width - left - right)
   y = height - bottom - (coords[:, 1] - lo[1]) / span[1] * (height - top - bottom)
   colors = {g: HEAD_COLORS[k % len(HEAD_COLORS)] for k, g in enumerate(dict.fromkeys(groups))}
   circles = "".join(
       f'<circle cx="{x[i]:.1f}" cy="{y[i]:.1f}" r="5" fill="{colors[groups[i]]}" '
       f'data-index="{i}" data-label="{html.escape(labels[i])}" '
-      f'data-group="{html.escape(groups[i])}"><title>{html.escape(labels[i])}</title></circle>'
+      f'data-group="{html.escape(groups[i])}" data-x="{float(coords[i, 0])!r}" '
+      f'data-y="{float(coords[i, 1])!r}"><title>{html.escape(labels[i])}</title></circle>'
       for i in range(len(labels)))
   legend = "".join(
       f'<g class="btv-legend"><circle cx="{width - right + 16}" cy="{top + 10 + 18 * k}" r="5" '
@@ -232,18 +324,27 @@ def pca_scatter(embeddings, labels, title="PCA of embeddings", groups=None, size
       f"{html.escape(_shorten(g, 20))}</text></g>"
       for k, (g, c) in enumerate(colors.items()) if g)
   view_id = new_view_id()
+  clip = f"{view_id}-plot"
+  plot = [left, top, width - right, height - bottom]
+  domain = [float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1])]
   axes = (f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" '
           f'stroke="#888"></line><line x1="{left}" y1="{top}" x2="{left}" '
           f'y2="{height - bottom}" stroke="#888"></line>'
-          f'<text class="btv-axis" x="{(left + width - right) / 2}" y="{height - 15}" '
+          f'<text class="btv-axis" x="{(left + width - right) / 2}" y="{height - 12}" '
           f'text-anchor="middle">PC1 ({100 * ratios[0]:.1f}% of variance)</text>'
-          f'<text class="btv-axis" transform="translate(18,{(top + height - bottom) / 2}) '
+          f'<text class="btv-axis" transform="translate(14,{(top + height - bottom) / 2}) '
           f'rotate(-90)" text-anchor="middle">PC2 ({100 * ratios[1]:.1f}% of variance)</text>')
   fragment = f"""<div class="btv-scatter" id="{view_id}">
 <style>{_SCATTER_STYLE}</style>
 <div class="btv-title">{html.escape(title)}</div>
-<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">
-{axes}{circles}{legend}</svg>
+<div class="btv-zoom"><button class="btv-zoom-in" title="zoom in">+</button><button
+ class="btv-zoom-out" title="zoom out">&minus;</button><button class="btv-reset">reset</button>
+<span class="btv-help">wheel: zoom, drag: pan, hover a point: its text</span></div>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"
+ viewBox="0 0 {width} {height}" data-plot="{plot}" data-domain="{domain}">
+<defs><clipPath id="{clip}"><rect x="{left}" y="{top}" width="{width - left - right}"
+ height="{height - top - bottom}"></rect></clipPath></defs>
+<g class="btv-ticks"></g>{axes}<g clip-path="url(#{clip})">{circles}</g>{legend}</svg>
 <div class="btv-tip"></div>
 <script>{_SCATTER_SCRIPT.replace("__VIEW_ID__", view_id)}</script>
 </div>"""

@@ -107,7 +107,7 @@ def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp
   status, out, _ = _run(capsys, "embed", f"--model={minilm_path}", "--word=bank",
                         f"--input_file={tmp_path / 'senses.txt'}", f"--plot={page}")
   assert status == 0 and out == f"wrote {page}\n"
-  circles = re.findall(r'data-label="([^"]*)" data-group="([^"]*)"><title>', page.read_text())
+  circles = re.findall(r'data-label="([^"]*)" data-group="([^"]*)" data-x=', page.read_text())
   assert circles == [(t, line.split("\t")[0]) for t, line in zip(texts, lines)]
 
 

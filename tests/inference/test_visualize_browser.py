@@ -305,3 +305,92 @@ def test_head_view_follows_the_pointer(pair, tmp_path):
     _set_select(page, "btv-filter", "bb")
     assert page.evaluate(_LINES) == expected_lines(att, 4, [5], sentence_filter="bb",
                                                    sentence_b_start=b)
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTML scatter's tick values, zoom and pan, under the real pointer.
+# ---------------------------------------------------------------------------------------------
+
+_POINTS = ("Array.from(document.querySelectorAll('circle[data-index]')).map(c => "
+           "[+c.dataset.x, +c.dataset.y, +c.getAttribute('cx'), +c.getAttribute('cy')])")
+_TICKS = ("Array.from(document.querySelectorAll('.btv-tick-{axis}')).map(t => "
+          "[t.dataset.value, t.textContent, +t.getAttribute('{at}')])")
+
+
+def _screen_map(points):
+  """(slope, offset) of screen = slope * data for x and for y, fitted to the circles, and the
+  fit's worst miss (px)."""
+  points = np.array(points)
+  fits = [np.polyfit(points[:, k], points[:, k + 2], 1) for k in (0, 1)]
+  miss = max(np.abs(points[:, k + 2] - np.polyval(fits[k], points[:, k])).max() for k in (0, 1))
+  return fits, miss
+
+
+def _check_ticks(page, fits):
+  """Tick values are round numbers 1, 2 or 5 x 10^k apart, written as they are, and placed
+  where the points' map puts those values; returns the x ticks' step."""
+  steps = []
+  for k, (axis, at) in enumerate((("x", "x"), ("y", "y"))):
+    ticks = page.evaluate(_TICKS.format(axis=axis, at=at))
+    assert 3 <= len(ticks) <= 8, ticks
+    values = np.array([float(v) for v, _, _ in ticks])
+    assert [text for _, text, _ in ticks] == [v for v, _, _ in ticks]
+    step = np.diff(values)
+    np.testing.assert_allclose(step, step[0], rtol=1e-9)
+    mantissa = step[0] / 10 ** np.floor(np.log10(step[0]) + 1e-9)
+    assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-6, step[0]
+    offset = 4 if axis == "y" else 0  # y labels sit on their line's baseline + 4.
+    np.testing.assert_allclose([p for _, _, p in ticks],
+                               np.polyval(fits[k], values) + offset, atol=0.01)
+    steps.append(step[0])
+  return steps[0]
+
+
+def test_scatter_ticks_zoom_and_pan(tmp_path):
+  rng = np.random.RandomState(5)
+  points = rng.randn(40, 6) * 3.0
+  path = tmp_path / "scatter.html"
+  visualize.pca_scatter_html(points, [f"text {i}" for i in range(40)], str(path))
+  coords, _ = visualize.pca_2d(points)
+  with cdp.Page(CHROMIUM, f"file://{path}", width=1200, height=900) as page:
+    page.wait_for("document.querySelector('.btv-scatter').dataset.drawn === 'true'")
+    start = page.evaluate(_POINTS)
+    np.testing.assert_allclose(np.array(start)[:, :2], coords, atol=1e-9)  # PCA's numbers
+    fits, miss = _screen_map(start)
+    assert miss < 1e-6 and fits[0][0] > 0 > fits[1][0]
+    first_step = _check_ticks(page, fits)
+    # Wheel up three times over point 7: 1.25^3 times larger, about the pointer.
+    x, y = page.centre('circle[data-index="7"]')
+    page.call("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0, deltaY=-100)
+    for _ in range(2):
+      page.call("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0,
+                deltaY=-100)
+    zoomed = page.evaluate(_POINTS)
+    zoomed_fits, miss = _screen_map(zoomed)
+    assert miss < 1e-6
+    for k in (0, 1):
+      assert zoomed_fits[k][0] == pytest.approx(fits[k][0] * 1.25 ** 3, rel=1e-9)
+    # About the pointer (Chromium hands the page whole pixels: within 1 px).
+    left, top = page.evaluate("(r => [r.left, r.top])(document.querySelector('.btv-scatter svg')"
+                              ".getBoundingClientRect())")
+    pointer = np.array([x - left, y - top])
+    np.testing.assert_allclose(np.array(zoomed)[:, 2:],
+                               pointer + (np.array(start)[:, 2:] - pointer) * 1.25 ** 3, atol=1.0)
+    assert _check_ticks(page, zoomed_fits) < first_step  # Finer ticks.
+    # Drag by (+90, +40) px: every point moves with the pointer; ticks follow.
+    page.move_mouse(x, y)
+    page.call("Input.dispatchMouseEvent", type="mousePressed", x=x, y=y, button="left",
+              clickCount=1)
+    page.call("Input.dispatchMouseEvent", type="mouseMoved", x=x + 90, y=y + 40, button="left")
+    page.call("Input.dispatchMouseEvent", type="mouseReleased", x=x + 90, y=y + 40,
+              button="left", clickCount=1)
+    panned = page.evaluate(_POINTS)
+    np.testing.assert_allclose(np.array(panned)[:, 2:] - np.array(zoomed)[:, 2:],
+                               np.tile([90.0, 40.0], (40, 1)), atol=1e-6)
+    _check_ticks(page, _screen_map(panned)[0])
+    # The buttons: zoom out about the centre, then reset to the start.
+    page.evaluate("document.querySelector('.btv-zoom-out').click()")
+    assert _screen_map(page.evaluate(_POINTS))[0][0][0] == pytest.approx(
+        fits[0][0] * 1.25 ** 2, rel=1e-9)
+    page.evaluate("document.querySelector('.btv-reset').click()")
+    np.testing.assert_allclose(page.evaluate(_POINTS), start, atol=1e-9)
