@@ -87,7 +87,11 @@ def _data(fragment):
 
 def test_views_display_draw_and_fit_the_output_area(executed, tmp_path):
   fragments = _html_outputs(executed)
-  assert len(fragments) == 3  # head_view and model_view displayed themselves; the scatter.
+  assert len(fragments) == 3
+  # head_view and model_view displayed themselves and returned None (as bertviz's do: no
+  # execute_result); the scatter is the cell's value.
+  kinds = [[o.output_type for o in cell.outputs] for cell in executed.cells]
+  assert kinds[-3:] == [["display_data"], ["display_data"], ["execute_result"]]
   head, model, _ = fragments
   assert '<svg class="btv-lines"' in head and "<canvas" not in head
   assert "<canvas" in model and '<svg class="btv-lines"' not in model
