@@ -9,7 +9,7 @@ import numpy as np
 
 from bert_tf.errors import BertTfError
 from bert_tf.visualize.attention_html import as_attention
-from bert_tf.visualize.png import new_figure, require_matplotlib, save_png  # noqa: F401
+from bert_tf.visualize.png import new_figure, save_png
 
 
 def _select(values, count, what):
