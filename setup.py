@@ -22,7 +22,9 @@ EXTRAS_REQUIRE = {
     # Hugging Face export (test-only: never a bert_tf dependency).
     "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
              "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8", "torch==2.13.0",
-             "transformers>=5"],
+             "transformers>=5",
+             # A real Jupyter kernel for tests/inference/test_notebook.py.
+             "nbconvert>=7", "nbformat>=5", "ipykernel>=6"],
     "plots": ["matplotlib>=3.8"],
     # create_pretraining_data.py --runner=...: sharded mode on Apache Beam. 2.77.0 installs
     # beside TensorFlow 2.21 (Beam wants protobuf < 7, TF >= 6.31.1: pip picks 6.x).

@@ -110,7 +110,9 @@ def _parser():
   att.add_argument("text", nargs="+", metavar="TEXT", help="TEXT_A [TEXT_B]")
   att.add_argument("--output_html", default=None,
                    help="Self-contained HTML: head view and model view (every layer x head).")
-  att.add_argument("--output_png", default=None, help="PNG grid of heatmaps (layers x heads).")
+  att.add_argument("--output_png", default=None,
+                   help="PNG grid of heatmaps (layers x heads); too many tokens for one readable "
+                   "picture: several files, <stem>-layersA-B-headsC-D.png.")
   att.add_argument("--layers", type=_int_list, default=None, help="Layers for the PNG.")
   att.add_argument("--heads", type=_int_list, default=None, help="Heads for the PNG.")
   att.add_argument("--cell_inches", type=float, default=None,
@@ -244,7 +246,8 @@ def _embed(args, out):
                                  groups=groups)
     else:
       visualize.pca_scatter_png(vectors, texts, args.plot, title=f"PCA of {what}",
-                                dpi=args.dpi, groups=groups, label_mode=args.labels)
+                                dpi=args.dpi, groups=groups, label_mode=args.labels,
+                                focus=args.word)
     out.write(f"wrote {args.plot}\n")
 
 
@@ -261,18 +264,21 @@ def _attention(args, out):
   result = bert(text, output_attentions=True)
   tokens = result.tokens[0]
   attentions = np.stack(result.attentions)[:, 0, :, :len(tokens), :len(tokens)]  # [L,N,S,S]
+  # A pair: sentence B starts at the first token of segment 1 (the view's sentence filter).
+  sentence_b_start = int(np.argmax(result.input_type_ids[0])) if len(args.text) == 2 else None
   # Both pictures or neither: the PNG (where --layers/--heads can be wrong) is drawn first, and
   # a picture written by this call is removed again when the other one fails.
   written = []
   try:
     if args.output_png:
-      visualize.attention_heatmaps_png(tokens, attentions, args.output_png, layers=args.layers,
-                                       heads=args.heads, cell_inches=args.cell_inches,
-                                       dpi=args.dpi)
-      written.append(args.output_png)
+      # Several files when the grid is split to keep its token labels readable.
+      written.extend(visualize.attention_heatmaps_png(
+          tokens, attentions, args.output_png, layers=args.layers, heads=args.heads,
+          cell_inches=args.cell_inches, dpi=args.dpi))
     if args.output_html:
       visualize.head_view_html(tokens, attentions, args.output_html,
-                               title=f"Attention: {' ||| '.join(args.text)}")
+                               title=f"Attention: {' ||| '.join(args.text)}",
+                               sentence_b_start=sentence_b_start)
       written.append(args.output_html)
   except BaseException:
     for path in written:

@@ -32,8 +32,14 @@ import re
 import warnings
 
 import numpy as np
-import tensorflow as tf
-from absl import logging
+
+from bert_tf import quiet
+
+# TensorFlow's start-up lines would show under a notebook's cell (see bert_tf.quiet).
+quiet.setup_library()
+
+import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
+from absl import logging  # noqa: E402  pylint: disable=wrong-import-position
 
 from bert_tf import pretrained, progress, tokenization
 from bert_tf import pooling as pooling_lib

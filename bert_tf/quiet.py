@@ -16,6 +16,12 @@ records logged from inside TensorFlow's packages (``functional_saver``, ``builde
 ``signature_serialization`` log through absl's logger), keeping the scripts' own INFO lines. ``setup`` must run before
 TensorFlow is imported; it changes nothing when the user asked for logs with absl's
 ``--verbosity``/``-v`` (or set ``TF_CPP_MIN_LOG_LEVEL`` themselves, which is kept).
+
+The library does the same for its own users (``bert_tf.load`` in a notebook, where a Jupyter
+kernel shows whatever reaches descriptor 2 as red lines under the cell, even with
+``TF_CPP_MIN_LOG_LEVEL=3``): ``bert_tf.inference`` calls ``setup_library`` before it imports
+TensorFlow, which does nothing after a script's ``setup`` decided (its flags rule) or when
+``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line.
 """
 
 import importlib.abc
@@ -104,8 +110,12 @@ class _DropLibraryInfo(logging.Filter):
     return not os.path.realpath(record.pathname).startswith(self._dirs)
 
 
+_decided = []  # [True] once a script's setup ran: its flags say whether TF logs are wanted.
+
+
 def setup(argv=None):
   """Silences TensorFlow's logging unless ``argv`` asks for it; call before TF is imported."""
+  _decided.append(True)
   if verbose_requested(argv):
     return False
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -118,3 +128,11 @@ def setup(argv=None):
       isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
     sys.meta_path.insert(0, _QuietTensorFlowImport())
   return True
+
+
+def setup_library():
+  """``setup`` for the library's users (notebooks, their programs): silences TensorFlow unless
+  a script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line."""
+  if _decided or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+    return False
+  return setup([])

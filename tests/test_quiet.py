@@ -1,10 +1,13 @@
 """bert_tf.quiet on a stand-in ``tensorflow`` package that writes to file descriptor 2 while it
 is imported, as TensorFlow 2.21's C++ start-up does: silenced by default, shown with
---verbosity, replayed (with the traceback) when the import fails."""
+--verbosity, replayed (with the traceback) when the import fails; the library's setup_library
+the same unless a script decided or TF_CPP_MIN_LOG_LEVEL=0."""
 
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = ("import sys; from bert_tf import quiet; quiet.setup(sys.argv[1:]); "
@@ -44,3 +47,28 @@ def test_a_failed_import_shows_what_it_wrote(tmp_path):
   lines = result.stderr.splitlines()
   assert lines[0] == "I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda drivers"
   assert lines[-1] == "ImportError: libcudart.so.12: cannot open shared object"
+
+
+LIBRARY_CHILD = ("import sys; from bert_tf import quiet; {before}quiet.setup_library(); "
+                 "import tensorflow; print('imported')")
+
+
+@pytest.mark.parametrize("before,level,shown", [
+    ("", None, False),  # A notebook's or program's default: silenced.
+    ("", "3", False),  # TF_CPP_MIN_LOG_LEVEL=3 does not stop the import-time lines: silenced.
+    ("", "0", True),  # Every log line asked for.
+    ("quiet.setup(['--verbosity=1']); ", None, True),  # A script's flags decided.
+])
+def test_library_setup(tmp_path, before, level, shown):
+  package = tmp_path / "tensorflow"
+  package.mkdir()
+  (package / "__init__.py").write_text(FAKE.format(tail=""))
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  if level is not None:
+    env["TF_CPP_MIN_LOG_LEVEL"] = level
+  result = subprocess.run([sys.executable, "-c", LIBRARY_CHILD.format(before=before)], env=env,
+                          capture_output=True, text=True, timeout=60)
+  assert result.returncode == 0 and result.stdout == "imported\n", result.stderr
+  assert result.stderr == ("I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda "
+                           "drivers\n" if shown else "")

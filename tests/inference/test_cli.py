@@ -72,6 +72,9 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
   data = _embedded_data(page)
   assert data["tokens"] == tokens
   assert (data["layers"], data["heads"]) == (2, 4)
+  # The pair's sentence B starts after the first [SEP] (the view's sentence filter).
+  assert data["sentence_b_start"] == tokens.index("[SEP]") + 1 < len(tokens)
+  assert '<select class="btv-filter">' in page
   np.testing.assert_allclose(data["attention"], np.stack(expected.attentions)[:, 0], atol=6e-6)
   for token in tokens:
     assert f"<code>{token}</code>" in page
@@ -83,7 +86,11 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
   np.testing.assert_allclose(png_pixels(png), png_pixels(reference), atol=1.5 / 255)
 
 
-def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp_path):
+def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp_path,
+                                           monkeypatch):
+  from bert_tf.visualize import scatter  # pylint: disable=import-outside-toplevel
+  figures, save_png = [], scatter.save_png
+  monkeypatch.setattr(scatter, "save_png", lambda f, path: figures.append(f) or save_png(f, path))
   lines = ["river\tHe sat on the bank of the river.",
            "river\tThe river bank was muddy.",
            "money\tShe deposited cash at the bank.",
@@ -99,12 +106,16 @@ def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp
   expected = minilm_bert.embed_words(texts, "bank", layers=[-4, -3, -2, -1], combine="sum")
   np.testing.assert_allclose(np.load(npy), expected, atol=TOL)
   assert png_size(plot) == (400, 300)  # 8 x 6 inches at 50 dpi.
+  # Labels cut around the word ("She deposited cash at..." would hide it).
+  labels = [t.get_text() for t in figures[0].axes[0].texts]
+  assert sorted(labels) == sorted(visualize.shorten_around(t, "bank", 24) for t in texts)
+  assert "...ted cash at the bank." in labels and all("bank" in label for label in labels)
   # The same plot as HTML: one point per text, its text on hover (its <title>), grouped.
   page = tmp_path / "bank.html"
   status, out, _ = _run(capsys, "embed", f"--model={minilm_path}", "--word=bank",
                         f"--input_file={tmp_path / 'senses.txt'}", f"--plot={page}")
   assert status == 0 and out == f"wrote {page}\n"
-  circles = re.findall(r'data-label="([^"]*)" data-group="([^"]*)"><title>', page.read_text())
+  circles = re.findall(r'data-label="([^"]*)" data-group="([^"]*)" data-x=', page.read_text())
   assert circles == [(t, line.split("\t")[0]) for t, line in zip(texts, lines)]
 
 

@@ -69,7 +69,7 @@ def test_head_view_html(minilm_attention, tmp_path):
 
 def test_views_are_notebook_fragments_with_ids_of_their_own(minilm_attention):
   tokens, attentions = minilm_attention
-  first, second = (visualize.head_view(tokens, attentions) for _ in range(2))
+  first, second = (visualize.attention_view(tokens, attentions) for _ in range(2))
   ids = []
   for view in (first, second):
     fragment = view._repr_html_()  # What Jupyter's display() shows.
@@ -261,3 +261,193 @@ def test_png_without_matplotlib_is_a_one_line_error(tmp_path, monkeypatch):
   with pytest.raises(bert_tf.BertTfError, match=r"^PNG pictures need matplotlib: pip install "
                      r"'bert_tf\[plots\]'"):
     visualize.pca_scatter_png(np.eye(3), ["a", "b", "c"], str(tmp_path / "x.png"))
+
+
+# ---------------------------------------------------------------------------------------------
+# bertviz's calls: head_view / model_view with its arguments and tensor forms.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_pair(minilm_bert):
+  out = minilm_bert([("The cat sat on the mat.", "It slept.")], output_attentions=True)
+  return out.tokens[0], out.attentions, int(np.argmax(out.input_type_ids[0]))
+
+
+def _forms(attentions):
+  """One text's attention in the forms bertviz users and bert_tf users hand over."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  forms = {"bert_tf out.attentions": attentions,
+           "list of tf tensors": [tf.constant(a) for a in attentions],
+           "numpy [L,N,S,S]": np.concatenate(attentions),
+           "np.stack(out.attentions)": np.stack(attentions),
+           "list of [N,S,S]": [a[0] for a in attentions]}
+  try:
+    import torch  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return forms
+  # As transformers gives them: a tuple of [1,N,S,S] torch tensors (one needing grad).
+  forms["tuple of torch tensors"] = tuple(torch.tensor(a, requires_grad=(k == 0))
+                                         for k, a in enumerate(attentions))
+  return forms
+
+
+def test_bertviz_head_view_call(minilm_pair):
+  tokens, attentions, b = minilm_pair
+  expected = np.concatenate(attentions)  # [L,N,S,S]
+  for name, attention in _forms(attentions).items():
+    # bertviz's positional order (attention, tokens, sentence_b_start) and its keywords.
+    view = visualize.head_view(attention, tokens, b, html_action="return")
+    data = _embedded_data(view.data)
+    np.testing.assert_allclose(data["attention"], expected, atol=6e-6, err_msg=name)
+    assert data["tokens"] == tokens and data["sentence_b_start"] == b, name
+  view = visualize.head_view(attention=attentions, tokens=tokens, layer=3, heads=[1, 4],
+                             include_layers=[1, 3, 5], html_action="return")
+  data = _embedded_data(view.data)
+  np.testing.assert_allclose(data["attention"], expected[[1, 3, 5]], atol=6e-6)
+  assert (data["layer_labels"], data["layer"], data["shown_heads"]) == ([1, 3, 5], 1, [1, 4])
+  assert data["sentence_b_start"] is None and '<select class="btv-filter">' not in view.data
+  assert re.findall(r'<option value="(\d)">layer (\d)</option>', view.data) == [
+      ("0", "1"), ("1", "3"), ("2", "5")]
+  # A head view alone: no model-view grid.
+  assert "<svg" in view.data and "<canvas" not in view.data
+  # bert_tf's earlier order (tokens, attention) is the same view.
+  older = _embedded_data(visualize.head_view(tokens, attentions, html_action="return").data)
+  assert older["tokens"] == tokens and older["attention"] == _embedded_data(
+      visualize.head_view(attentions, tokens, html_action="return").data)["attention"]
+
+
+def test_bertviz_model_view_call(minilm_pair):
+  tokens, attentions, b = minilm_pair
+  expected = np.concatenate(attentions)
+  view = visualize.model_view(attentions, tokens, sentence_b_start=b, include_layers=[0, 5],
+                              include_heads=[2, 7, 11], html_action="return")
+  data = _embedded_data(view.data)
+  np.testing.assert_allclose(data["attention"], expected[[0, 5]][:, [2, 7, 11]], atol=6e-6)
+  assert (data["layer_labels"], data["head_labels"]) == ([0, 5], [2, 7, 11])
+  assert data["dark"] is True and 'class="btv-root btv-dark"' in view.data  # bertviz's default
+  cells = re.findall(r'<canvas data-layer="(\d)" data-head="(\d)"[^>]*title="([^"]*)"',
+                     view.data)
+  assert [t for _, _, t in cells] == [f"layer {l}, head {h}" for l in (0, 5) for h in (2, 7, 11)]
+  assert '<select class="btv-filter">' in view.data and '<svg class="btv-lines"' not in view.data
+  light = visualize.model_view(attentions, tokens, display_mode="light", html_action="return")
+  assert _embedded_data(light.data)["dark"] is False
+
+
+def test_bertviz_calls_outside_a_notebook_return_the_view(minilm_pair, tmp_path):
+  tokens, attentions, _ = minilm_pair
+  view = visualize.head_view(attentions, tokens)  # html_action="view", but no kernel here.
+  assert isinstance(view, visualize.AttentionView)
+  assert "display() it in Jupyter" in repr(view)
+  assert view.save(str(tmp_path / "h.html")) and (tmp_path / "h.html").read_text() == view.html
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda t, a: visualize.head_view(a, t, layer=4, include_layers=[0, 1]),
+     r"^layer 4 is not in include_layers: \[0, 1\]$"),
+    (lambda t, a: visualize.head_view([np.concatenate([x, x]) for x in a], t),
+     r"^attention\[0\] has a batch of 2 texts: give one text's attention"),
+    (lambda t, a: visualize.head_view(a, t, html_action="show"),
+     r"^html_action must be 'view' or 'return', got 'show'$"),
+    (lambda t, a: visualize.head_view(a, t, sentence_b_start=0),
+     r"^sentence_b_start 0 must be inside the \d+ tokens"),
+    (lambda t, a: visualize.head_view(encoder_attention=a, encoder_tokens=t),
+     r"^bert_tf's views show a BERT's self-attention"),
+    (lambda t, a: visualize.model_view(a, t, display_mode="grey"),
+     r"^display_mode must be 'dark' or 'light', got 'grey'$"),
+    (lambda t, a: visualize.model_view(a, t[:-1]),
+     r"^attentions cover \d+ tokens but \d+ tokens were given$"),
+    (lambda t, a: visualize.model_view(a, None), r"^tokens is required"),
+])
+def test_bertviz_call_errors(minilm_pair, call, message):
+  tokens, attentions, _ = minilm_pair
+  with pytest.raises(bert_tf.BertTfError, match=message):
+    call(tokens, attentions)
+
+
+def test_padded_batch_output_is_trimmed_to_the_text(minilm_bert):
+  # A batch pads the short text; its attention without the batch axis and with the padding
+  # (zeros, as bert_tf writes them) is the same view as the text run alone.
+  out = minilm_bert(["A short one.", "A much longer text than the first one is."],
+                    output_attentions=True)
+  alone = minilm_bert("A short one.", output_attentions=True)
+  padded = [a[0:1] for a in out.attentions]
+  assert padded[0].shape[-1] > len(out.tokens[0])
+  data = _embedded_data(visualize.head_view(padded, out.tokens[0], html_action="return").data)
+  np.testing.assert_allclose(data["attention"], np.concatenate(alone.attentions), atol=2e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Readable pictures: token labels of a big grid, a focal word in cut labels.
+# ---------------------------------------------------------------------------------------------
+
+
+def _random_attention(layers, heads, count, seed=0):
+  rng = np.random.RandomState(seed)
+  return rng.dirichlet(np.ones(count) * 0.3, size=(layers, heads, count)).astype(np.float32)
+
+
+def test_big_grid_is_split_to_keep_labels_readable(tmp_path):
+  # 56 tokens, 1 layer x 12 heads: one 40-inch figure would need 3.4-pt labels
+  # (0.8 * 72 pt * 40 / 12 in / 56 rows); at 6 pt or more, two figures of 1 x 6 heatmaps.
+  count = 56
+  tokens = [f"tok{i}" for i in range(count)]
+  attentions = _random_attention(1, 12, count)
+  pages = visualize.heatmap_pages(count, [0], list(range(12)))
+  assert pages == [([0], [0, 1, 2, 3, 4, 5]), ([0], [6, 7, 8, 9, 10, 11])]
+  paths = visualize.attention_heatmaps_png(tokens, attentions, str(tmp_path / "grid.png"),
+                                           dpi=10)
+  assert [p.rsplit("/", 1)[-1] for p in paths] == ["grid-layers0-0-heads0-5.png",
+                                                   "grid-layers0-0-heads6-11.png"]
+  assert not (tmp_path / "grid.png").exists()
+  figure = visualize.attention_heatmaps_figure(tokens, attentions, heads=pages[1][1], dpi=10)
+  for path in paths:  # Both blocks are the same size.
+    width, height = png_size(path)
+    assert abs(width - figure.get_figwidth() * 10) <= 1
+    assert abs(height - figure.get_figheight() * 10) <= 1
+  assert max(figure.get_figwidth(), figure.get_figheight()) <= 40 + 3  # + labels, colour bar
+  labels = [t for ax in figure.axes if ax.get_title()  # The heatmaps, not the colour bar.
+            for t in ax.get_yticklabels() + ax.get_xticklabels() if t.get_visible()]
+  # The first heatmap's y axis (from) and every heatmap's x axis (to, the bottom row).
+  assert [t.get_text() for t in labels] == tokens * (1 + 6)
+  assert min(t.get_fontsize() for t in labels) >= visualize.MIN_LABEL_POINTS == 6
+  assert sorted(ax.get_title() for ax in figure.axes if ax.get_title()) == sorted(
+      f"layer 0 head {h}" for h in range(6, 12))
+
+
+def test_grid_that_fits_stays_one_figure(tmp_path):
+  tokens = [f"t{i}" for i in range(12)]
+  paths = visualize.attention_heatmaps_png(tokens, _random_attention(2, 3, 12),
+                                           str(tmp_path / "g.png"), dpi=10)
+  assert paths == [str(tmp_path / "g.png")]
+
+
+@pytest.mark.parametrize("label,word,expected", [
+    # Hand-worked: the word whole, as central as the label allows, "..." where cut.
+    ("In the morning we walked a long way down to the river bank", "bank",
+     "...own to the river bank"),
+    ("sentence 7: he sat on the long and muddy bank of the river", "bank",
+     "...muddy bank of the..."),
+    ("Banking on the bank holiday we went to the bank of the river", "bank",
+     "Banking on the bank h..."),  # The first whole "bank" is inside the plain cut.
+    ("he sat on the bank of the river and watched the boats", None,
+     "he sat on the bank of..."),
+    ("a b c d e f g h i j k l supercalifragilisticexpialidocious m", "supercalifragilistic"
+     "expialidocious", "...supercalifragilisticexpialidocious..."),
+    ("short", "bank", "short"),
+])
+def test_shorten_around(label, word, expected):
+  assert visualize.shorten_around(label, word, 24) == expected
+
+
+def test_pca_labels_show_the_focal_word(tmp_path):
+  rng = np.random.RandomState(2)
+  labels = [f"Sentence number {i} says that they sat by the bank" for i in range(10)]
+  figure = visualize.pca_scatter_figure(rng.randn(10, 8), labels, focus="bank")
+  texts = [t.get_text() for t in figure.axes[0].texts]
+  assert len(texts) == 10
+  for text in texts:
+    assert re.fullmatch(r"\.\.\..* bank", text) and len(text) <= visualize.SHORT_CHARS, text
+  # Without a focus the plain cut hides it.
+  plain = visualize.pca_scatter_figure(rng.randn(10, 8), labels)
+  assert not any("bank" in t.get_text() for t in plain.axes[0].texts)
