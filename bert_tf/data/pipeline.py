@@ -65,10 +65,12 @@ def _first_record(path, compression):
   try:
     for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
       return record.numpy()
-  except tf.errors.DataLossError as e:  # a damaged first record: the file and its offset
-    from bert_tf.data import record_check  # pylint: disable=import-outside-toplevel
-    raise BertTfError(record_check.describe_data_loss([path], e.message)) from None
   except tf.errors.OpError as e:
+    if isinstance(e, tf.errors.DataLossError):  # a damaged first record: file and offset
+      from bert_tf.data import record_check  # pylint: disable=import-outside-toplevel
+      line = record_check.describe_data_loss([path], e.message)
+      if line is not None:
+        raise BertTfError(line) from None
     # TF's message without its "{{function_node ...}}" prefix and " [Op:...]" suffix.
     first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", (e.message or "").strip().split("\n")[0])
     raise BertTfError(f"{path}: not a readable TFRecord file"

@@ -220,7 +220,7 @@ def describe_data_loss(files, message, advice=ADVICE):
   """One line naming the damaged file among ``files`` for TensorFlow's ``DataLossError``
   ``message``: the file whose record at the byte offset the message names is damaged (one
   record read per file), else the first damage a full scan of the files finds, else
-  TensorFlow's own first line."""
+  TensorFlow's line naming the record; None when the error is not about a record."""
   match = _TF_OFFSET.search(message or "")
   if match:
     # TensorFlow names the frame's start (a bad length field, a cut) or its data's (a bad
@@ -235,7 +235,9 @@ def describe_data_loss(files, message, advice=ADVICE):
     result = _quietly(scan_file, path)
     if result is not None and result.damage is not None:
       return f"{result.damage}; {advice}"
-  first = next((line.strip() for line in (message or "").splitlines() if line.strip()), "")
+  if not match:  # not a TFRecord's error (a damaged checkpoint...): not ours to name
+    return None
+  first = next((line.strip() for line in message.splitlines() if _TF_OFFSET.search(line)), "")
   first = re.sub(r"^\{\{.*?\}\}\s*|\s*\[Op:.*$", "", first)
   names = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
   return f"damaged input data in {names}: {first}"
@@ -249,7 +251,10 @@ def naming_damaged_records(files, advice=ADVICE):
   try:
     yield
   except tf.errors.DataLossError as e:
-    raise BertTfError(describe_data_loss(list(files), e.message, advice)) from None
+    line = describe_data_loss(list(files), e.message, advice)
+    if line is None:
+      raise
+    raise BertTfError(line) from None
 
 
 CACHE_ADVICE = "the next run writes it again"

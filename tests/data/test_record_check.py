@@ -144,3 +144,13 @@ def test_check_tool_needs_no_tensorflow(tmp_path):
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
   assert result.stdout.splitlines()[-1] == "no tensorflow", result.stderr[-2000:]
+
+
+def test_data_loss_that_names_no_record_is_not_blamed_on_the_inputs(tmp_path):
+  # E.g. a damaged checkpoint read inside the same block: TensorFlow's error goes on as it is.
+  path = tmp_path / "a.tfrecord"
+  _write(path)
+  error = tf.errors.DataLossError(None, None, "Checksum does not match: stored 1 vs. calculated")
+  with pytest.raises(tf.errors.DataLossError):
+    with record_check.naming_damaged_records([str(path)]):
+      raise error
