@@ -8,7 +8,9 @@ PADDING mask), which these custom calls copy; the kernel itself runs only on a G
 
 import json
 import math
+import os
 import re
+import sys
 
 import keras
 import numpy as np
@@ -18,6 +20,10 @@ import tensorflow as tf
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertModel, fused_attention
 from bert_tf.modeling.layers import set_dropout_rng
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+import hlo_census  # noqa: E402  pylint: disable=wrong-import-position
 
 B, S, N, D, L = 2, 8, 2, 16, 1
 MASK = [[1] * 8, [1] * 5 + [0] * 3]
@@ -80,7 +86,10 @@ def _custom_calls(hlo):
 
 
 def test_fused_path_emits_cudnn_forward_and_backward_calls(fake_gpu):
-  calls = _custom_calls(_hlo(_config(attention_implementation="cudnn")))
+  hlo = _hlo(_config(attention_implementation="cudnn"))
+  calls = _custom_calls(hlo)
+  # bench/hlo_census.py counts them per layer.
+  assert hlo_census.parse_hlo_text(hlo, (B, N, S))["layer_0"]["fmha_calls"] == 2
   forward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmax"]
   backward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmaxBackward"]
   assert len(forward) == L and len(backward) == L and len(calls) == 2 * L
