@@ -40,6 +40,7 @@ float32 softmax statistics, so the outputs agree to 16-bit rounding, not bit for
     finite values.
 """
 
+import contextlib
 import json
 import math
 
@@ -129,6 +130,10 @@ def cudnn_attention(q, k, v, key_lengths, dropout_rate=0.0):
   key_lengths = tf.cast(key_lengths, tf.int32)
   workspace = tf.TensorSpec([0], tf.uint8)
 
+  # The backward call is traced outside this name scope; it re-enters it, so that its HLO
+  # metadata names the layer (bench/hlo_census.py counts it there).
+  scope = tf.get_current_name_scope()
+
   @tf.custom_gradient
   def attend(q, k, v):
     out, stats, _ = xla.custom_call_v2(
@@ -138,12 +143,13 @@ def cudnn_attention(q, k, v, key_lengths, dropout_rate=0.0):
         backend_config=config(False))  # out [B,N,F,D], softmax statistics [B,N,F]
 
     def grad(d_out):
-      dq, dk, dv, _ = xla.custom_call_v2(
-          backward_name,
-          [q, k, v, stats, tf.cast(d_out, dtype), out, query_lengths, key_lengths],
-          [tf.TensorSpec(q.shape, dtype), tf.TensorSpec(k.shape, dtype),
-           tf.TensorSpec(v.shape, dtype), workspace],
-          backend_config=config(True))
+      with tf.name_scope(scope + "/") if scope else contextlib.nullcontext():
+        dq, dk, dv, _ = xla.custom_call_v2(
+            backward_name,
+            [q, k, v, stats, tf.cast(d_out, dtype), out, query_lengths, key_lengths],
+            [tf.TensorSpec(q.shape, dtype), tf.TensorSpec(k.shape, dtype),
+             tf.TensorSpec(v.shape, dtype), workspace],
+            backend_config=config(True))
       return dq, dk, dv
 
     return out, grad
