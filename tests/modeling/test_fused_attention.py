@@ -6,6 +6,7 @@ The backend config is checked against JAX's ``fused_attention_stablehlo.py`` (BN
 PADDING mask), which these custom calls copy; the kernel itself runs only on a GPU
 (``bench/check_fused_attention.py``)."""
 
+import dataclasses
 import json
 import math
 import os
@@ -192,13 +193,8 @@ def test_forced_cudnn_errors_before_training(fake_gpu, config, dtype, jit, reaso
   c = _config(attention_implementation="cudnn", **config)
   with pytest.raises(BertTfError, match=reason):
     fused_attention.check_training(c, dtype, jit)
-  fused_attention.check_training(dataclass_replace(c, attention_implementation="auto"), dtype,
+  fused_attention.check_training(dataclasses.replace(c, attention_implementation="auto"), dtype,
                                  jit)  # auto falls back silently
-
-
-def dataclass_replace(config, **kwargs):
-  import dataclasses
-  return dataclasses.replace(config, **kwargs)
 
 
 def test_config_field_is_validated_and_never_written(tmp_path):
