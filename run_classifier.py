@@ -90,7 +90,7 @@ def main(argv):
   for name in ("task_name", "output_dir"):
     if not FLAGS[name].value:
       raise BertTfError(f"--{name} is required")
-  config = checkpoints.load_config(FLAGS.bert_config_file)
+  config = training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS)
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())

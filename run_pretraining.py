@@ -72,7 +72,7 @@ def main(argv):
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   from bert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("bert_config_file",))
-  config = checkpoints.load_config(FLAGS.bert_config_file)
+  config = training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS)
   dist = training_flags.distribution_args(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())
   loop = training_flags.loop_kwargs(FLAGS)

@@ -96,7 +96,7 @@ def main(argv):
   cli.resolve_model_flags(FLAGS, required=("vocab_file", "bert_config_file"))
   if not FLAGS.output_dir:
     raise BertTfError("--output_dir is required")
-  config = checkpoints.load_config(FLAGS.bert_config_file)
+  config = training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS)
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())

@@ -42,6 +42,7 @@ Check it runs (CPU, tiny config, a few seconds per row):
   .venv/bin/python bench/bench_pretraining_gpu.py --smoke
 """
 
+import itertools
 import json
 import os
 import platform
@@ -76,6 +77,12 @@ def define_flags():
   flags.DEFINE_bool("squad", True, "Also SQuAD fine-tuning (seq 384).")
   flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "float32 and/or bfloat16.")
   flags.DEFINE_list("xla", ["false", "true"], "jit_compile values to run.")
+  flags.DEFINE_list("attention_implementations", ["auto"],
+                    "attention_implementation values to run side by side (auto, xla, cudnn, "
+                    "cudnn_dropout; modeling/fused_attention.py).")
+  flags.DEFINE_float("attention_probs_dropout_prob", None,
+                     "Override the config's attention dropout (0: the fused kernel applies "
+                     "to training; default: the config's 0.1, the original recipe).")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -100,7 +107,8 @@ FLAGS = flags.FLAGS
 # === One measurement ===
 
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
-                num_predictions=None, profile=False, profile_top=30):
+                num_predictions=None, profile=False, profile_top=30,
+                attention_implementation="auto", attention_probs_dropout_prob=None):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
@@ -117,7 +125,10 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   from bert_tf.training.squad import SquadTask  # pylint: disable=import-outside-toplevel
 
   config_dict = _harness.config_dict(model)
-  config = BertConfig.from_dict(config_dict)
+  if attention_probs_dropout_prob is not None:
+    config_dict["attention_probs_dropout_prob"] = attention_probs_dropout_prob
+  config = BertConfig.from_dict(dict(config_dict,
+                                     attention_implementation=attention_implementation))
   if task == "squad":
     seq_length = seq_length or SQUAD_SEQ_LENGTH
     num_predictions = None
@@ -161,6 +172,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   peak = flops.peak_flops_for_device(device)
   result = {
       "model": model, "task": task, "dtype": dtype, "xla": xla, "batch_size": batch_size,
+      "attention_implementation": attention_implementation,
+      "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
@@ -295,8 +308,10 @@ def _rows():
   for model in models:
     for task in tasks:
       for dtype in dtypes:
-        for xla in xlas:
+        for xla, attention in itertools.product(xlas, FLAGS.attention_implementations):
           row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
+                 "attention_implementation": attention,
+                 "attention_probs_dropout_prob": FLAGS.attention_probs_dropout_prob,
                  "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
                  "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
                  "loops": 1 if FLAGS.smoke else FLAGS.loops}
@@ -335,6 +350,8 @@ def run_row(row):
 def _format(result):
   name = (f"{result['model']:5s} {result['task']:6s} {result['dtype']:8s} "
           f"xla={str(result['xla']):5s} b{result['batch_size']:<4d}")
+  if result.get("attention_implementation", "auto") != "auto":
+    name += f" attention={result['attention_implementation']}"
   if result.get("failed") or result.get("oom"):
     return f"{name} FAILED: {result.get('error', '')}"
   mfu = f"MFU {100 * result['mfu']:5.1f}%" if result.get("mfu") is not None else "MFU n/a"

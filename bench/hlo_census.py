@@ -10,8 +10,13 @@ in a child process (XLA reads its flags once, at start), then reads the optimize
 
   transposes        ``transpose`` instructions (inside fusions too) and the bytes they move
                     (output size; a layout copy reads and writes that much);
-  dots              ``dot`` instructions (GEMMs);
-  fusions           ``fusion`` instructions in the entry/loop computations;
+  dots              GEMMs: ``dot`` instructions (CPU; on a GPU the dots XLA leaves inside
+                    Triton ``gemm_fusion``s) and cuBLAS GEMM custom calls (a GPU's
+                    ``__cublas$gemm`` / ``__cublas$lt$matmul``);
+  fmha calls        cuDNN fused-attention custom calls (``__cudnn$fmha...``, forward and
+                    backward; ``attention_implementation``);
+  fusions           ``fusion`` instructions in the entry/loop computations (not those nested
+                    in a fused computation, such as a Triton GEMM's operand fusions);
   f32 BNSS          float32 tensors of ``B*N*S*S`` elements (attention scores/probabilities
                     and their gradients kept in float32);
   f32/16-bit BSH    materialized tensors of ``[B,S,H]`` / ``[B*S,H]`` shape (the residual
@@ -34,6 +39,11 @@ minute on 2 CPU cores):
 
   .venv/bin/python bench/hlo_census.py
   .venv/bin/python bench/hlo_census.py --layers=1 --hidden=64 --heads=2 --seq=32  # tiny
+
+or read a dump made elsewhere (a GPU's ``--xla_dump_to``), naming its shapes:
+
+  .venv/bin/python bench/hlo_census.py --from_dump=DIR --batch=128 --seq=128 --hidden=1024 \
+      --heads=16
 """
 
 import argparse
@@ -66,6 +76,21 @@ _OPERANDS = re.compile(r"\s[\w\-]+\(([^)]*)\)")
 _REF = re.compile(r"%([\w.\-]+)")
 _CALLS = re.compile(r"(?:calls|to_apply)=([%\w.\-, ]+?)(?:,\s*\w+=|$)")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+# A GPU's GEMMs that XLA hands to cuBLAS / cuBLASLt.
+GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
+FMHA_PREFIX = "__cudnn$fmha"
+
+
+def _count_custom_call(line, counter):
+  """A GEMM or fused-attention custom call adds to ``dots`` / ``fmha_calls``."""
+  target = _TARGET.search(line)
+  if not target:
+    return
+  if target.group(1) in GEMM_TARGETS:
+    counter["dots"] += 1
+  elif target.group(1).startswith(FMHA_PREFIX):
+    counter["fmha_calls"] += 1
 
 
 def _elements(dims):
@@ -146,11 +171,15 @@ def parse_hlo_text(text, bnss, bsh=None):
     match = _INSTRUCTION.match(line)
     if not match:
       tuple_match = _TUPLE.match(line)
-      if tuple_match and bsh and computation not in fused and tuple_match.group("op") not in (
+      if not tuple_match:
+        continue
+      op_name = resolved.get(tuple_match.group("name")) or caller_op.get(computation, "")
+      layer = _LAYER.search(op_name)
+      c = counts[f"layer_{layer.group(1)}" if layer else "other"]
+      if tuple_match.group("op") == "custom-call":
+        _count_custom_call(line, c)
+      if bsh and computation not in fused and tuple_match.group("op") not in (
           "parameter", "tuple", "get-tuple-element", "while", "call", "conditional"):
-        op_name = resolved.get(tuple_match.group("name")) or caller_op.get(computation, "")
-        layer = _LAYER.search(op_name)
-        c = counts[f"layer_{layer.group(1)}" if layer else "other"]
         for shape in _SHAPE.finditer(tuple_match.group("shapes")):
           dims = [int(d) for d in shape.group("dims").split(",") if d]
           if _is_bsh(dims, bsh) and shape.group("dtype") in ("f32", "bf16", "f16"):
@@ -176,7 +205,9 @@ def parse_hlo_text(text, bnss, bsh=None):
         c["bnss_transposes"] += 1
     elif op == "dot":
       c["dots"] += 1
-    elif op == "fusion":
+    elif op == "custom-call":
+      _count_custom_call(line, c)
+    elif op == "fusion" and computation not in fused:
       c["fusions"] += 1
     materialized = (computation not in fused
                     and op not in ("parameter", "get-tuple-element", "bitcast"))
@@ -317,25 +348,26 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   return result
 
 
-COLUMNS = ("transposes", "transpose_bytes", "dots", "fusions", "f32_bnss", "f32_bsh",
-           "f16_bsh")
+COLUMNS = ("transposes", "transpose_bytes", "dots", "fmha_calls", "fusions", "f32_bnss",
+           "f32_bsh", "f16_bsh")
 
 
 def table(result):
   """Markdown table: one row per layer key and a total row."""
-  lines = ["| part | transposes | transpose MB | dots | fusions | f32 B·N·S·S tensors "
-           "| f32 B·S·H tensors | 16-bit B·S·H tensors |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+  lines = ["| part | transposes | transpose MB | GEMMs | fused attention calls | fusions "
+           "| f32 B·N·S·S tensors | f32 B·S·H tensors | 16-bit B·S·H tensors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
   rows = list(result["layers"].items()) + [("**total**", result["total"])]
   for key, c in rows:
     lines.append(f"| {key} | {c.get('transposes', 0)} | "
                  f"{c.get('transpose_bytes', 0) / 1e6:.2f} | {c.get('dots', 0)} | "
-                 f"{c.get('fusions', 0)} | {c.get('f32_bnss', 0)} | "
+                 f"{c.get('fmha_calls', 0)} | {c.get('fusions', 0)} | {c.get('f32_bnss', 0)} | "
                  f"{c.get('f32_bsh', 0)} | {c.get('f16_bsh', 0)} |")
-  non_xla = result.get("non_xla_ops", {})
   lines.append("")
-  lines.append(f"XLA modules: {len(result['modules'])}; TensorFlow ops outside XLA in the "
-               f"step: {sum(non_xla.values())}")
+  line = f"XLA modules: {len(result['modules'])}"
+  if "non_xla_ops" in result:
+    line += f"; TensorFlow ops outside XLA in the step: {sum(result['non_xla_ops'].values())}"
+  lines.append(line)
   return "\n".join(lines)
 
 
@@ -350,11 +382,22 @@ def main(argv=None):
   parser.add_argument("--vocab", type=int, default=30522)
   parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
   parser.add_argument("--dump_dir", default=None, help="Keep the HLO dump here.")
+  parser.add_argument("--from_dump", default=None,
+                      help="Only read this existing dump (e.g. a GPU's) with the shapes given.")
+
   parser.add_argument("--json", action="store_true", help="Print the census as JSON too.")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     run_step(args)
+    return
+  if args.from_dump:
+    result = parse_dump(args.from_dump, (args.batch, args.heads, args.seq),
+                        (args.batch, args.seq, args.hidden))
+    print(table(result))
+    print("modules: " + ", ".join(result["modules"]))
+    if args.json:
+      print(json.dumps(result, sort_keys=True))
     return
   result = census(args.layers, args.hidden, args.heads, args.batch, args.seq,
                   args.predictions, args.vocab, args.dtype, args.dump_dir)

@@ -80,6 +80,32 @@ def test_parser_counts_residual_shaped_tensors():
   assert not counts["other"]["f16_bsh"] and not counts["other"]["f32_bsh"]
 
 
+_GPU_EXCERPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
+                            "gpu_hlo_excerpt.txt")
+
+
+def test_parser_reads_a_gpu_module():
+  """Whole lines of an H200's optimized HLO of a BERT-Large update (B=128, S=128, H=1024,
+  N=16; ../shared/perf/gpu-hlo-2026-11-25, the module and ENTRY headers shortened): a Triton
+  GEMM fusion (its dot and two operand fusions nested in it), three cuBLAS GEMM custom calls
+  with tuple results (output, workspace) and a transpose fusion."""
+  with open(_GPU_EXCERPT, encoding="utf-8") as f:
+    counts = hlo_census.parse_hlo_text(f.read(), (128, 16, 128), (128, 128, 1024))
+  layer = counts["layer_0"]
+  # GEMMs: the scores einsum's dot inside gemm_fusion_dot.8, and cuBLAS's dense_1 forward,
+  # dense_3's two gradient products.
+  assert layer["dots"] == 1 + 3
+  # The transpose of the residual gradient [B,S,H] -> [S,H,B] named by its own op_name (the
+  # fusion calling it is named AddN_16: "other").
+  assert layer["transposes"] == 1 and layer["transpose_bytes"] == 128 * 1024 * 128 * 2
+  # Fusions: the GEMM fusion in the entry computation, not its two nested operand fusions;
+  # the transpose fusion counts under "other".
+  assert layer["fusions"] == 1 and counts["other"]["fusions"] == 1
+  # cuBLAS results [B*S,H] in bf16: dense_1's output and dense_3's input gradient.
+  assert layer["f16_bsh"] == 2
+  assert not layer.get("fmha_calls")
+
+
 @pytest.fixture(scope="module")
 def census():
   # A 1-layer bf16 model whose shapes cannot be confused: B=3, N=2, S=20, D=32, P=5, V=1200.

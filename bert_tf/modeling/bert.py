@@ -96,7 +96,7 @@ class BertModel(keras.Model):
     x = embedding_output
     encoder_outputs, attention_probs = [], []
     for block in self.encoder_layers:
-      x, probs = block(x, adder, training=training)
+      x, probs = block(x, adder, training=training, output_attentions=output_attentions)
       encoder_outputs.append(x)
       attention_probs.append(probs)
     pooled = tf.cast(self.pooler(x[:, 0, :]), tf.float32)  # [B,H]

@@ -42,6 +42,9 @@ _TO_HF_ACTIVATIONS = {
     "swish": "silu",
 }
 
+# Values of attention_implementation (what each means: modeling.fused_attention).
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn", "cudnn_dropout")
+
 # The fields every Google bert_config.json carries.
 _GOOGLE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "hidden_act", "hidden_dropout_prob",
@@ -72,6 +75,9 @@ class BertConfig:
   initializer_range: float = 0.02
   # Not in Google's files (always 1e-12 there); kept for Hugging Face models that differ.
   layer_norm_eps: float = 1e-12
+  # How attention runs (``modeling.fused_attention``): "auto", "xla", "cudnn" or
+  # "cudnn_dropout". A choice of this run, not of the model: never written by ``to_dict``.
+  attention_implementation: str = "auto"
 
   def __post_init__(self):
     self.validate()
@@ -98,6 +104,10 @@ class BertConfig:
       value = getattr(self, name)
       if not 0.0 <= float(value) < 1.0:
         raise BertTfError(f"{source}: {name} must be in [0, 1), got {value!r}")
+    if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
+      raise BertTfError(f"{source}: attention_implementation must be one of "
+                        f"{', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
+                        f"{self.attention_implementation!r}")
 
   # --- Google's format ---
   @classmethod

@@ -26,6 +26,7 @@ import math
 import keras
 import tensorflow as tf
 
+from bert_tf.modeling import fused_attention
 from bert_tf.modeling.activations import get_activation
 from bert_tf.modeling.config import BertConfig
 
@@ -273,7 +274,9 @@ class BertSelfAttention(_ConfigLayer):
   separate layers', so the numbers are the original's.
 
   Call: ``(x [B,S,H], attention_adder [B,1,1,S] float32)`` ->
-  ``(context [B,S,H], attention_probs [B,N,S,S] float32)``.
+  ``(context [B,S,H], attention_probs [B,N,S,S] float32)``; with ``output_attentions=False``
+  the attention may run as cuDNN's fused kernel (``config.attention_implementation``,
+  ``fused_attention``), which forms no probabilities: ``attention_probs`` is then None.
   """
 
   def __init__(self, config, **kwargs):
@@ -289,9 +292,13 @@ class BertSelfAttention(_ConfigLayer):
     self.dropout = Dropout(c.attention_probs_dropout_prob, dtype=self.dtype_policy)
     self.built = True
 
-  def call(self, x, attention_adder, training=None):
+  def call(self, x, attention_adder, training=None, output_attentions=True):
     c = self.config
     dtype = self.compute_dtype
+    fused = fused_attention.use_fused(
+        c.attention_implementation, dtype=dtype, head_size=c.head_size,
+        shapes_static=x.shape[0] is not None and x.shape[1] is not None,
+        dropout_rate=self.dropout.rate if training else 0.0, want_probs=output_attentions)
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
     # One [B*S,H] x [H,3H] product over a view of the three [H,H] kernels (the variables stay
@@ -306,6 +313,12 @@ class BertSelfAttention(_ConfigLayer):
     qkv = tf.reshape(qkv, [batch, seq, 3, c.num_attention_heads, c.head_size])  # [B,S,3,N,D]
     qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3,B,N,S,D]
     q, k, v = qkv[0], qkv[1], qkv[2]  # [B,N,S,D] each
+    if fused:
+      context = fused_attention.cudnn_attention(
+          q, k, v, fused_attention.key_lengths_from_adder(attention_adder),
+          dropout_rate=self.dropout.rate if training else 0.0)  # [B,N,F,D]
+      context = tf.transpose(context, [0, 2, 1, 3])  # [B,F,N,D]
+      return tf.reshape(context, [batch, seq, c.hidden_size]), None
     scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
     scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
     scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
@@ -322,7 +335,8 @@ class TransformerBlock(_ConfigLayer):
   attention: self-attention -> dense(H) -> dropout -> LayerNorm(x + input)
   ffn:       dense(I, act) -> dense(H) -> dropout -> LayerNorm(x + attention_output)
 
-  Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``;
+  Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``
+  (``probs`` None where ``output_attentions=False`` let the fused kernel run);
   ``output`` in the compute dtype: each residual add + LayerNorm reads 16-bit tensors under
   mixed precision, computes in float32 and rounds its output once (float32: no rounding).
   """
@@ -353,8 +367,9 @@ class TransformerBlock(_ConfigLayer):
     self.output_dropout = Dropout(c.hidden_dropout_prob, dtype=policy)
     self.built = True
 
-  def call(self, x, attention_adder, training=None):
-    context, probs = self.attention(x, attention_adder, training=training)
+  def call(self, x, attention_adder, training=None, output_attentions=True):
+    context, probs = self.attention(x, attention_adder, training=training,
+                                    output_attentions=output_attentions)
     attention_output = self.attention_output_dense(context)
     attention_output = self.attention_dropout(attention_output, training=training)
     attention_output = self._add_and_norm(self.attention_output_layer_norm,

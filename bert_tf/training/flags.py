@@ -21,9 +21,12 @@ aliases and the new flags they stand for default to None so that the resolver ca
 "not given" from a value (``distribution.resolve_distribution_args``).
 """
 
+import dataclasses
+
 from absl import flags
 
 from bert_tf import optimization
+from bert_tf.modeling.config import ATTENTION_IMPLEMENTATIONS
 from bert_tf.training import DTYPE_POLICIES
 from bert_tf.training import distribution
 
@@ -118,8 +121,15 @@ def define_optimizer_flags(flag_values=FLAGS):
 
 
 def define_loop_flags(flag_values=FLAGS):
-  """--dtype, --jit_compile, --gradient_accumulation_steps."""
+  """--dtype, --jit_compile, --gradient_accumulation_steps, --attention_implementation."""
   fv = flag_values
+  flags.DEFINE_enum(
+      "attention_implementation", "auto", list(ATTENTION_IMPLEMENTATIONS),
+      "auto: cuDNN's fused attention where it applies (GPU, XLA, bfloat16/float16, no "
+      "attention dropout: attention_probs_dropout_prob 0 in the BERT config), else xla; "
+      "xla: the original's attention ops always; cudnn: the fused kernel or a one-line error; "
+      "cudnn_dropout: the fused kernel with cuDNN's dropout (experimental). README: "
+      "'Fused attention on a GPU'.", flag_values=fv)
   flags.DEFINE_enum(
       "dtype", "float32", list(DTYPE_POLICIES),
       "Compute dtype: float32, bfloat16 (TPU) or float16 (GPU, dynamic loss scaling). "
@@ -151,6 +161,13 @@ def define_training_flags(flag_values=FLAGS):
   define_optimizer_flags(flag_values)
   define_loop_flags(flag_values)
   define_output_dir_flags(flag_values)
+
+
+def model_config(config, flag_values=FLAGS):
+  """``BertConfig`` read from the config file -> the one the model is built from (with
+  --attention_implementation, which is not written back to any config file)."""
+  return dataclasses.replace(config,
+                             attention_implementation=flag_values.attention_implementation)
 
 
 def distribution_args(flag_values=FLAGS):

@@ -41,6 +41,7 @@ from bert_tf import fileio
 from bert_tf import progress
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
+from bert_tf.modeling import fused_attention
 from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 from bert_tf.training import distribution
@@ -107,6 +108,8 @@ class Trainer:
     self.optimizer = optimizer
     self.config = dataclasses.replace(
         config, jit_compile=resolve_jit_compile(config.jit_compile, strategy))
+    fused_attention.check_training(getattr(model, "config", None), model.compute_dtype,
+                                   self.config.jit_compile)
     with strategy.scope():
       optimizer.build(model.trainable_variables)
     self._train_loop = None

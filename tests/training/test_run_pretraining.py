@@ -145,3 +145,14 @@ def test_bad_flags_are_one_line_errors(workdir, tmp_path):
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert needle in result.stderr.strip().splitlines()[-1]
+
+
+def test_forced_fused_attention_without_a_gpu_is_a_one_line_error(workdir, tmp_path):
+  result = subprocess.run(
+      _command(workdir, tmp_path / "o", 2, ["--attention_implementation=cudnn"]),
+      capture_output=True, text=True, cwd=ROOT, timeout=300, env=_env())
+  assert result.returncode == 1, result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  assert ("error: --attention_implementation=cudnn: cuDNN's fused attention cannot run the "
+          "training step: no GPU of compute capability 8.0" in
+          result.stderr.strip().splitlines()[-1])

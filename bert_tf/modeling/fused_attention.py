@@ -1,0 +1,251 @@
+"""cuDNN's fused (flash) attention on a GPU, reached from TensorFlow through XLA custom calls.
+
+Shape legend: B = batch, N = heads, F = "from" (query) length, T = "to" (key) length,
+D = head size (H / N).
+
+JAX (``jax/_src/cudnn/fused_attention_stablehlo.py``) reaches cuDNN's flash attention by
+emitting XLA custom calls named ``__cudnn$fmhaSoftmax`` / ``__cudnn$fmhaSoftmaxBackward`` with
+a JSON ``cudnn_fmha_backend_config``; TensorFlow emits the same from inside ``jit_compile``
+with ``custom_call_v2``. ``cudnn_attention`` does it: BNTH layout (q, k, v and every result in
+XLA's default layout, which ``custom_call_v2`` assumes), cuDNN's PADDING mask from per-sequence
+lengths, and ``tf.custom_gradient`` handing the forward call's softmax statistics ([B,N,F]
+float32) to the backward call. The kernel never writes the ``[B,N,F,T]`` scores.
+
+``attention_implementation`` (a ``BertConfig`` field, the training scripts' flag) chooses:
+
+  ``xla``    the plain path: scores, float32 softmax, dropout, context as separate ops (the
+             original's numbers).
+  ``cudnn``  the fused kernel; a ``BertTfError`` where it cannot run (``fused_unavailable``).
+  ``auto``   the fused kernel where it can run and nothing is lost: a GPU of compute
+             capability 8.0 or newer, inside an XLA computation (``jit_compile``), a 16-bit
+             compute dtype, head size <= 128 and a multiple of 8, static shapes, attention
+             probabilities not asked for, and no attention dropout in this call (inference,
+             or training with ``attention_probs_dropout_prob`` 0). Elsewhere ``xla``.
+  ``cudnn_dropout``  as ``cudnn``, also where attention dropout is on, with cuDNN's own
+             dropout inside the kernel (``__cudnn$fmhaSoftmaxDropout``). Experimental: it
+             crashed the process on the one GPU tried (../perf/GPU-2026-11-25.md), its masks
+             come from cuDNN's generator seeded by a constant, and nothing here has seen it run.
+
+What the fused kernel changes from the plain path (both compute in the 16-bit dtype with
+float32 softmax statistics, so the outputs agree to 16-bit rounding, not bit for bit):
+  - the mask: keys at positions >= the sequence's length get probability 0 (the plain path
+    adds -10000 to their scores, which underflows to the same 0 in float32). The length is
+    the number of attended positions of the mask, so the kernel assumes each row of
+    ``input_mask`` is a prefix of ones then zeros, as every bert_tf input pipeline writes it;
+    a mask with holes (ones after a zero) is read as the prefix of the same length: use
+    ``attention_implementation="xla"`` for such masks. A row of all zeros gives an output of
+    zeros (the plain path: a uniform average over the keys).
+  - query rows at padding positions are computed as in the plain path (every query attends to
+    the valid keys), so padding positions of ``sequence_output`` keep their meaningless but
+    finite values.
+"""
+
+import contextlib
+import json
+import math
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+from bert_tf.modeling.config import ATTENTION_IMPLEMENTATIONS as IMPLEMENTATIONS
+
+_FORWARD = "__cudnn$fmhaSoftmax"
+_BACKWARD = "__cudnn$fmhaSoftmaxBackward"
+_FORWARD_DROPOUT = "__cudnn$fmhaSoftmaxDropout"
+_BACKWARD_DROPOUT = "__cudnn$fmhaSoftmaxDropoutBackward"
+MAX_HEAD_SIZE = 128
+# Seed of cuDNN's dropout generator (a compile-time constant of the backend config, as in JAX).
+DROPOUT_SEED = 42
+_ELEMENT_TYPES = {tf.bfloat16: "BF16", tf.float16: "F16"}
+
+
+def _dot_dims(lhs_contracting, rhs_contracting):
+  """One GEMM of the kernel over BNTH operands: batch dimensions (B,N) = (0,1) on both sides."""
+  return {"lhs_contracting_dimensions": [str(lhs_contracting)],
+          "rhs_contracting_dimensions": [str(rhs_contracting)],
+          "lhs_batch_dimensions": ["0", "1"], "rhs_batch_dimensions": ["0", "1"]}
+
+
+def backend_config(batch, heads, from_length, to_length, dtype, scale, dropout_rate,
+                   backward, seed=DROPOUT_SEED):
+  """The custom call's JSON backend config (``cudnn_fmha_backend_config``), as JAX writes it
+  for the BNTH layout and a PADDING mask."""
+  layout = {"dim_level_types": [], "dim_unique": [], "dim_ordered": [],
+            "minor_to_major": ["3", "2", "1", "0"], "tiles": [], "element_size_in_bits": "0",
+            "memory_space": "0", "index_primitive_type": "PRIMITIVE_TYPE_INVALID",
+            "pointer_primitive_type": "PRIMITIVE_TYPE_INVALID",
+            "dynamic_shape_metadata_prefix_bytes": "0"}
+  config = {
+      "algorithm": {"algo_id": "0", "math_type": "TENSOR_OP_MATH",
+                    "tuning_knobs": {"17": "1", "24": "0"}, "is_cudnn_frontend": True,
+                    "workspace_size": "0"},
+      "fmha_scale": float(scale),
+      "dropout_rate": float(dropout_rate),
+      # The [B,N,F,T] scores the kernel never writes.
+      "intermediate_tensor_shape": {
+          "element_type": _ELEMENT_TYPES[tf.as_dtype(dtype)],
+          "dimensions": [str(batch), str(heads), str(from_length), str(to_length)],
+          "tuple_shapes": [], "layout": layout, "is_dynamic_dimension": [False] * 4},
+      "seed": int(seed),
+      "is_flash_attention": True,
+      "mask_type": "PADDING",
+      "sliding_window_length": 0,
+  }
+  if backward:
+    config.update(
+        bmm1_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # dP^T q -> dk [B,N,T,D]
+        bmm1_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 2),  # dP k -> dq [B,N,F,D]
+        bmm2_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # P^T dO -> dv [B,N,T,D]
+        bmm2_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 3))  # dO v^T -> dP [B,N,F,T]
+  else:
+    config.update(
+        bmm1_dot_dimension_numbers=_dot_dims(3, 3),  # q k^T -> scores [B,N,F,T]
+        bmm2_dot_dimension_numbers=_dot_dims(3, 2))  # P v -> out [B,N,F,D]
+  return json.dumps({"operation_queue_id": "0", "wait_on_operation_queues": [],
+                     "cudnn_fmha_backend_config": config})
+
+
+def cudnn_attention(q, k, v, key_lengths, dropout_rate=0.0):
+  """softmax(q k^T / sqrt(D), keys < ``key_lengths``) v as cuDNN's fused kernel, with its
+  gradient; call only inside an XLA computation on a GPU (``fused_unavailable``).
+
+  Args:
+    q: [B,N,F,D], k and v: [B,N,T,D], bfloat16 or float16, static shapes.
+    key_lengths: [B] int32, attended keys of each sequence (a prefix of its T positions).
+    dropout_rate: > 0 uses cuDNN's dropout inside the kernel (``cudnn_dropout``).
+  Returns:
+    [B,N,F,D] in q's dtype.
+  """
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+  batch, heads, from_length, head_size = q.shape.as_list()
+  to_length = k.shape[2]
+  dtype = q.dtype
+  scale = 1.0 / math.sqrt(float(head_size))
+  forward_name, backward_name = ((_FORWARD_DROPOUT, _BACKWARD_DROPOUT) if dropout_rate
+                                 else (_FORWARD, _BACKWARD))
+  config = lambda backward: backend_config(  # noqa: E731
+      batch, heads, from_length, to_length, dtype, scale, dropout_rate, backward)
+  # Every query row is computed (as the plain path does); keys past the length are masked.
+  query_lengths = tf.fill([batch], tf.constant(from_length, tf.int32))
+  key_lengths = tf.cast(key_lengths, tf.int32)
+  workspace = tf.TensorSpec([0], tf.uint8)
+
+  # The backward call is traced outside this name scope; it re-enters it, so that its HLO
+  # metadata names the layer (bench/hlo_census.py counts it there).
+  scope = tf.get_current_name_scope()
+
+  @tf.custom_gradient
+  def attend(q, k, v):
+    out, stats, _ = xla.custom_call_v2(
+        forward_name, [q, k, v, query_lengths, key_lengths],
+        [tf.TensorSpec(q.shape, dtype), tf.TensorSpec([batch, heads, from_length], tf.float32),
+         workspace],
+        backend_config=config(False))  # out [B,N,F,D], softmax statistics [B,N,F]
+
+    def grad(d_out):
+      with tf.name_scope(scope + "/") if scope else contextlib.nullcontext():
+        dq, dk, dv, _ = xla.custom_call_v2(
+            backward_name,
+            [q, k, v, stats, tf.cast(d_out, dtype), out, query_lengths, key_lengths],
+            [tf.TensorSpec(q.shape, dtype), tf.TensorSpec(k.shape, dtype),
+             tf.TensorSpec(v.shape, dtype), workspace],
+            backend_config=config(True))
+      return dq, dk, dv
+
+    return out, grad
+
+  return attend(q, k, v)
+
+
+def key_lengths_from_adder(attention_adder):
+  """``[B,1,1,T]`` adder (0 attended, -10000 padding) -> ``[B]`` int32 attended keys."""
+  attended = tf.cast(attention_adder[:, 0, 0, :] > -5000.0, tf.int32)  # [B,T]
+  return tf.reduce_sum(attended, axis=-1)
+
+
+# === Where the kernel can run ===
+
+_GPU_OK = None
+
+
+def gpu_supports_fused_attention():
+  """Whether this process sees a GPU on which cuDNN's flash attention runs (compute
+  capability 8.0 or newer: Ampere, Hopper, ...). Cached."""
+  global _GPU_OK  # pylint: disable=global-statement
+  if _GPU_OK is None:
+    ok = False
+    for device in tf.config.list_physical_devices("GPU"):
+      capability = tf.config.experimental.get_device_details(device).get("compute_capability")
+      if capability and tuple(capability) >= (8, 0):
+        ok = True
+    _GPU_OK = ok
+  return _GPU_OK
+
+
+def in_xla_computation():
+  """Whether the op being traced is part of an XLA computation (inside a
+  ``tf.function(jit_compile=True)``, at any depth of nesting)."""
+  from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
+  from tensorflow.python.ops import control_flow_util  # pylint: disable=import-outside-toplevel
+  if tf.executing_eagerly():
+    return False
+  return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
+def fused_unavailable(implementation, *, dtype, head_size, dropout_rate, shapes_static=True,
+                      want_probs=False, xla=None):
+  """Why the fused kernel cannot serve this attention call under ``implementation``
+  (a sentence), or None when it can. ``dropout_rate``: the attention dropout of this call
+  (0 when not training); ``xla``: whether it runs in an XLA computation (None: the one being
+  traced, ``in_xla_computation``)."""
+  if not gpu_supports_fused_attention():
+    return "no GPU of compute capability 8.0 or newer is visible"
+  if not (in_xla_computation() if xla is None else xla):
+    return "the model does not run inside an XLA computation (jit_compile)"
+  if tf.as_dtype(dtype) not in _ELEMENT_TYPES:
+    return f"the compute dtype is {tf.as_dtype(dtype).name}, not bfloat16 or float16"
+  if head_size > MAX_HEAD_SIZE or head_size % 8:
+    return f"head size {head_size} is not a multiple of 8 up to {MAX_HEAD_SIZE}"
+  if not shapes_static:
+    return "the batch size or sequence length is not known when the model is traced"
+  if want_probs:
+    return "attention probabilities were asked for (the kernel never forms them)"
+  if dropout_rate and implementation != "cudnn_dropout":
+    return (f"attention dropout is on ({dropout_rate}); set attention_probs_dropout_prob to 0 "
+            "or use attention_implementation=cudnn_dropout (experimental)")
+  return None
+
+
+def use_fused(implementation, **conditions):
+  """Whether an attention call takes the fused kernel: never for ``xla``; where it can run
+  for ``auto``; always for ``cudnn``/``cudnn_dropout``, which raise a ``BertTfError`` naming
+  the reason where it cannot. ``conditions``: those of ``fused_unavailable``."""
+  if implementation not in IMPLEMENTATIONS:
+    raise BertTfError(f"attention_implementation must be one of {', '.join(IMPLEMENTATIONS)}, "
+                      f"got {implementation!r}")
+  if implementation == "xla":
+    return False
+  reason = fused_unavailable(implementation, **conditions)
+  if reason is None:
+    return True
+  if implementation == "auto":
+    return False
+  raise BertTfError(f"attention_implementation={implementation}: cuDNN's fused attention "
+                    f"cannot run here: {reason}")
+
+
+def check_training(config, compute_dtype, jit_compile):
+  """Before a training step is traced: a one-line ``BertTfError`` where a forced
+  ``attention_implementation`` (``cudnn``, ``cudnn_dropout``) of ``config`` cannot serve it.
+  (The same check inside the traced model reaches the user wrapped in tracing context.)"""
+  implementation = getattr(config, "attention_implementation", "auto")
+  if implementation not in ("cudnn", "cudnn_dropout"):
+    return
+  reason = fused_unavailable(implementation, dtype=compute_dtype, head_size=config.head_size,
+                             dropout_rate=config.attention_probs_dropout_prob,
+                             xla=bool(jit_compile))
+  if reason:
+    if "jit_compile" in reason:
+      reason = "the train step is not XLA-compiled (--nojit_compile)"
+    raise BertTfError(f"--attention_implementation={implementation}: cuDNN's fused attention "
+                      f"cannot run the training step: {reason}")

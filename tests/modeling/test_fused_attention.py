@@ -1,0 +1,208 @@
+"""attention_implementation: the cuDNN fused-attention custom calls in the model's HLO (on CPU,
+from ``experimental_get_compiler_ir``, which lowers without running), where ``auto`` takes them
+and where it falls back to the plain path, and the one-line errors of a forced ``cudnn``.
+
+The backend config is checked against JAX's ``fused_attention_stablehlo.py`` (BNTH layout,
+PADDING mask), which these custom calls copy; the kernel itself runs only on a GPU
+(``bench/check_fused_attention.py``)."""
+
+import dataclasses
+import json
+import math
+import os
+import re
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig, BertModel, fused_attention
+from bert_tf.modeling.layers import set_dropout_rng
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
+import hlo_census  # noqa: E402  pylint: disable=wrong-import-position
+
+B, S, N, D, L = 2, 8, 2, 16, 1
+MASK = [[1] * 8, [1] * 5 + [0] * 3]
+
+# JAX's dot dimension numbers for BNTH, ((lhs_contracting, rhs_contracting), batch (0,1)).
+_JAX_FORWARD = {"bmm1_dot_dimension_numbers": (3, 3), "bmm2_dot_dimension_numbers": (3, 2)}
+_JAX_BACKWARD = {"bmm1_grad_gemm1_dot_dimension_numbers": (2, 2),
+                 "bmm1_grad_gemm2_dot_dimension_numbers": (3, 2),
+                 "bmm2_grad_gemm1_dot_dimension_numbers": (2, 2),
+                 "bmm2_grad_gemm2_dot_dimension_numbers": (3, 3)}
+
+
+def _config(**kwargs):
+  values = dict(vocab_size=50, hidden_size=N * D, num_hidden_layers=L, num_attention_heads=N,
+                intermediate_size=64, attention_probs_dropout_prob=0.0)
+  values.update(kwargs)
+  return BertConfig(**values)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+  """The one condition a CPU cannot meet: a GPU of compute capability >= 8.0."""
+  monkeypatch.setattr(fused_attention, "_GPU_OK", True)
+
+
+def _inputs():
+  ids = tf.constant(np.random.RandomState(0).randint(1, 50, [B, S]), tf.int32)
+  return ids, tf.constant(MASK, tf.int32)
+
+
+def _step(model, training=True, output_attentions=False):
+  @tf.function(jit_compile=True)
+  def step(ids, mask):
+    with tf.GradientTape() as tape:
+      out = model({"input_word_ids": ids, "input_mask": mask}, training=training,
+                  output_attentions=output_attentions)
+      loss = tf.reduce_sum(out["sequence_output"] ** 2)
+    return loss, tape.gradient(loss, model.trainable_variables)
+  return step
+
+
+def _hlo(config, dtype="mixed_bfloat16", **kwargs):
+  keras.utils.set_random_seed(0)
+  model = BertModel(config, dtype=dtype)
+  return _step(model, **kwargs).experimental_get_compiler_ir(*_inputs())(stage="hlo")
+
+
+def _custom_calls(hlo):
+  """[(target, result shapes, operand shapes, backend config dict)] of the module."""
+  calls = []
+  for line in hlo.splitlines():
+    match = re.search(r"= \((.*?)\) custom-call\((.*?)\), custom_call_target=\"([^\"]+)\"",
+                      line)
+    if not match:
+      continue
+    shapes = lambda text: re.findall(r"(\w+\[[\d,]*\])", text)  # noqa: E731
+    config = json.loads(re.search(r"backend_config=(\{.*\})\s*$", line).group(1))
+    calls.append((match.group(3), shapes(match.group(1)), shapes(match.group(2)), config))
+  return calls
+
+
+def test_fused_path_emits_cudnn_forward_and_backward_calls(fake_gpu):
+  hlo = _hlo(_config(attention_implementation="cudnn"))
+  calls = _custom_calls(hlo)
+  # bench/hlo_census.py counts them per layer.
+  assert hlo_census.parse_hlo_text(hlo, (B, N, S))["layer_0"]["fmha_calls"] == 2
+  forward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmax"]
+  backward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmaxBackward"]
+  assert len(forward) == L and len(backward) == L and len(calls) == 2 * L
+  bnsd = f"bf16[{B},{N},{S},{D}]"
+  for _, results, operands, config in forward:
+    # q, k, v, query lengths, key lengths -> out, softmax statistics, workspace.
+    assert operands == [bnsd] * 3 + [f"s32[{B}]"] * 2
+    assert results == [bnsd, f"f32[{B},{N},{S}]", "u8[0]"]
+  for _, results, operands, config in backward:
+    # q, k, v, statistics, d_out, out, lengths -> dq, dk, dv, workspace.
+    assert operands == [bnsd] * 3 + [f"f32[{B},{N},{S}]", bnsd, bnsd] + [f"s32[{B}]"] * 2
+    assert results == [bnsd] * 3 + ["u8[0]"]
+  for target, _, _, config in calls:
+    fmha = config["cudnn_fmha_backend_config"]
+    assert fmha["fmha_scale"] == pytest.approx(1 / math.sqrt(D))
+    assert fmha["mask_type"] == "PADDING" and fmha["dropout_rate"] == 0.0
+    assert fmha["is_flash_attention"] is True
+    shape = fmha["intermediate_tensor_shape"]
+    assert shape["element_type"] == "BF16" and shape["dimensions"] == [str(x) for x in
+                                                                        (B, N, S, S)]
+    expected = _JAX_BACKWARD if target.endswith("Backward") else _JAX_FORWARD
+    assert {k: (int(v["lhs_contracting_dimensions"][0]), int(v["rhs_contracting_dimensions"][0]))
+            for k, v in fmha.items() if k.endswith("dot_dimension_numbers")} == expected
+    for key in expected:
+      assert fmha[key]["lhs_batch_dimensions"] == fmha[key]["rhs_batch_dimensions"] == ["0", "1"]
+
+
+def test_float16_config_names_f16(fake_gpu):
+  calls = _custom_calls(_hlo(_config(attention_implementation="cudnn"), dtype="mixed_float16"))
+  assert calls and all(c[3]["cudnn_fmha_backend_config"]["intermediate_tensor_shape"]
+                       ["element_type"] == "F16" for c in calls)
+
+
+def test_key_lengths_are_the_masks_attended_positions():
+  from bert_tf.modeling.layers import attention_adder_from_mask
+  mask = tf.constant([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]])
+  lengths = fused_attention.key_lengths_from_adder(attention_adder_from_mask(mask))
+  assert lengths.numpy().tolist() == [3, 1, 4]
+
+
+def test_dropout_variant_only_when_asked(fake_gpu):
+  calls = _custom_calls(_hlo(_config(attention_implementation="cudnn_dropout",
+                                     attention_probs_dropout_prob=0.1)))
+  assert sorted({c[0] for c in calls}) == ["__cudnn$fmhaSoftmaxDropout",
+                                           "__cudnn$fmhaSoftmaxDropoutBackward"]
+  assert all(c[3]["cudnn_fmha_backend_config"]["dropout_rate"] == 0.1 for c in calls)
+
+
+@pytest.mark.parametrize("case", ["dropout", "float32", "probs", "head_size", "no_gpu"])
+def test_auto_falls_back_where_the_kernel_does_not_apply(monkeypatch, case):
+  monkeypatch.setattr(fused_attention, "_GPU_OK", case != "no_gpu")
+  config = dict(dropout=_config(attention_probs_dropout_prob=0.1),
+                head_size=BertConfig(vocab_size=50, hidden_size=N * 12, num_hidden_layers=1,
+                                     num_attention_heads=N, intermediate_size=64,
+                                     attention_probs_dropout_prob=0.0)).get(case, _config())
+  hlo = _hlo(config, dtype="float32" if case == "float32" else "mixed_bfloat16",
+             output_attentions=case == "probs")
+  assert "custom-call" not in hlo
+  assert "fmha" not in hlo
+
+
+def test_auto_takes_the_kernel_where_it_applies(fake_gpu):
+  # Training with attention dropout 0, and inference whatever the config's dropout.
+  assert len(_custom_calls(_hlo(_config()))) == 2 * L
+  hlo = _hlo(_config(attention_probs_dropout_prob=0.1), training=False)
+  assert len([c for c in _custom_calls(hlo) if c[0] == "__cudnn$fmhaSoftmax"]) == L
+
+
+def test_auto_on_cpu_is_the_plain_path_bit_for_bit():
+  ids, mask = _inputs()
+  results = []
+  for implementation in ("auto", "xla"):
+    keras.utils.set_random_seed(0)
+    model = BertModel(_config(attention_implementation=implementation,
+                              attention_probs_dropout_prob=0.1), dtype="mixed_bfloat16")
+    set_dropout_rng(model, "hash")  # what the training loop picks under XLA (fast on CPU)
+    loss, grads = _step(model)(ids, mask)
+    results.append([loss.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads
+                                      if g is not None])
+  for a, b in zip(*results):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_forced_cudnn_without_gpu_is_a_one_line_error():
+  with pytest.raises(Exception, match="no GPU of compute capability 8.0"):
+    _hlo(_config(attention_implementation="cudnn"))
+  config = _config(attention_implementation="cudnn")
+  with pytest.raises(BertTfError, match=r"^--attention_implementation=cudnn: .*no GPU[^\n]*$"):
+    fused_attention.check_training(config, "bfloat16", True)
+
+
+@pytest.mark.parametrize("config,dtype,jit,reason", [
+    (dict(), "float32", True, "the compute dtype is float32"),
+    (dict(), "bfloat16", False, r"not XLA-compiled \(--nojit_compile\)"),
+    (dict(attention_probs_dropout_prob=0.1), "bfloat16", True,
+     "attention dropout is on .0.1.; set attention_probs_dropout_prob to 0"),
+    (dict(hidden_size=N * 12), "bfloat16", True, "head size 12 is not a multiple of 8"),
+])
+def test_forced_cudnn_errors_before_training(fake_gpu, config, dtype, jit, reason):
+  c = _config(attention_implementation="cudnn", **config)
+  with pytest.raises(BertTfError, match=reason):
+    fused_attention.check_training(c, dtype, jit)
+  fused_attention.check_training(dataclasses.replace(c, attention_implementation="auto"), dtype,
+                                 jit)  # auto falls back silently
+
+
+def test_config_field_is_validated_and_never_written(tmp_path):
+  with pytest.raises(BertTfError, match="attention_implementation must be one of"):
+    _config(attention_implementation="flash")
+  path = tmp_path / "bert_config.json"
+  _config(attention_implementation="cudnn").to_json_file(str(path))
+  plain = tmp_path / "plain.json"
+  _config().to_json_file(str(plain))
+  assert path.read_bytes() == plain.read_bytes()
+  assert "attention_implementation" not in json.loads(path.read_text())
