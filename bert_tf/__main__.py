@@ -7,6 +7,7 @@
   bert_tf embed --model=DIR --input_file=senses.txt --word=bank --plot=bank.png
   bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
+  bert_tf classify --model=DIR "Lowest rates - act now" "Re: the build script"  # fine-tuned
 
 ``--model`` is a folder in Google, bert_tf or Hugging Face layout (see ``bert_tf.load``).
 ``--input_file`` has one text per line; ``a ||| b`` makes a pair; for ``embed``, a line
@@ -101,6 +102,13 @@ def _parser():
                      help="PNG plot: which points get their text beside them: short (default: "
                      "at most 12, spread out, cut to 24 characters), all, or none.")
   embed.add_argument("--dpi", type=int, default=100)
+
+  classify = commands.add_parser(
+      "classify", parents=[common, texts],
+      help="Label of each text by a model fine-tuned with run_classifier.py.")
+  classify.add_argument("text", nargs="*", metavar="TEXT")
+  classify.add_argument("--json", action="store_true",
+                        help="Print JSON lines (label, probability, probabilities, logits).")
 
   att = commands.add_parser("attention", parents=[common],
                             help="HTML head view and PNG heatmaps of one text's attention.")
@@ -237,6 +245,21 @@ def _embed(args, out):
     out.write(f"wrote {args.plot}\n")
 
 
+def _classify(args, out):
+  items = _read_items(args)
+  bert = _load(args)
+  results = bert.classify(_as_input(items))
+  for (a, b), result in zip(items, results):
+    if args.json:
+      out.write(json.dumps({"text": a, **({"text_b": b} if b else {}), **result},
+                           ensure_ascii=False) + "\n")
+    elif "score" in result:
+      out.write(f"{result['score']:.4f}  {a}" + (f" ||| {b}" if b else "") + "\n")
+    else:
+      out.write(f"{result['label']}  {result['probability']:.4f}  {a}"
+                + (f" ||| {b}" if b else "") + "\n")
+
+
 def _attention(args, out):
   from bert_tf import visualize  # pylint: disable=import-outside-toplevel
   if len(args.text) > 2:
@@ -272,7 +295,7 @@ def _attention(args, out):
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
-             "attention": _attention}
+             "attention": _attention, "classify": _classify}
 
 
 def main(argv=None, out=None):
