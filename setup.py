@@ -2,7 +2,7 @@
 
 from setuptools import find_packages, setup
 
-# Pinned to the stack the project is tested on (DEVELOPERS.md): TF 2.21 with its Keras 3.
+# Pinned to the stack the project is tested on (README.md, Install): TF 2.21 with its Keras 3.
 INSTALL_REQUIRES = [
     "tensorflow==2.21.0",
     "tensorflow-text>=2.21.0,<2.22",
@@ -18,9 +18,10 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     # Google's original code, for the differential tests.
     # bert-tensorflow: Google's original code; scikit-learn/scipy: reference metric values;
-    # matplotlib: the PNG outputs of the inspection tools.
+    # matplotlib: the PNG outputs of the inspection tools; transformers: Hugging Face's
+    # BertTokenizer.decode for tests/tokenization/test_decode.py.
     "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
-             "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8"],
+             "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8", "transformers>=5"],
     "plots": ["matplotlib>=3.8"],
     # create_pretraining_data.py --runner=...: sharded mode on Apache Beam. 2.77.0 installs
     # beside TensorFlow 2.21 (Beam wants protobuf < 7, TF >= 6.31.1: pip picks 6.x).

@@ -50,6 +50,16 @@ def _int_list(value):
         from None
 
 
+def _layer_list(value):
+  """``--layers`` of embed: encoder layer indexes and/or ``embeddings``."""
+  try:
+    return [x.strip() if x.strip() == "embeddings" else int(x)
+            for x in value.split(",") if x.strip()]
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f"expected comma-separated layer indexes (or 'embeddings'), got {value!r}") from None
+
+
 def _parser():
   parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -89,8 +99,10 @@ def _parser():
   embed.add_argument("text", nargs="*", metavar="TEXT")
   embed.add_argument("--pooling", default="cls",
                      help="cls, mean, max, pooler, or lastK_mean / lastK_concat / lastK_sum.")
-  embed.add_argument("--layers", type=_int_list, default=None,
-                     help="Hidden-state indexes (0 = embeddings, -1 = last), e.g. -4,-3,-2,-1.")
+  embed.add_argument("--layers", type=_layer_list, default=None,
+                     help="Encoder layers, as extract_features.py's --layers: -1 = the last "
+                     "(default), 0 = the first; 'embeddings' = the embedding output. E.g. "
+                     "-4,-3,-2,-1.")
   embed.add_argument("--combine", default=None, help="mean, sum or concat (several layers).")
   embed.add_argument("--word", default=None,
                      help="Embed this word of every text (its pieces averaged) instead.")

@@ -49,6 +49,8 @@ SPECIAL_TOKENS = tokenization.SPECIAL_TOKENS
 MASK_TOKEN = "[MASK]"
 # Added by packing; raw text holding them gets them twice (see InferenceModel.tokenize).
 _PACKING_TOKENS = ("[CLS]", "[SEP]")
+# ``layers=`` name of the embedding output (encoder layers are ints, as extract_features.py's).
+EMBEDDINGS = "embeddings"
 # ``words``' choices of what a word is; the first is the default.
 WORD_SPLITS = ("basic", "whitespace")
 # The original tokenizer's whitespace (tokenization._is_whitespace): \t \n \r, space, Zs.
@@ -636,14 +638,20 @@ class InferenceModel:
   # --- embeddings ----------------------------------------------------------------------------
 
   def _layer_indexes(self, layers):
-    count = self.config.num_hidden_layers + 1
+    """``layers`` (``EMBEDDINGS`` or encoder layer indexes, as extract_features.py's
+    ``--layers``) -> hidden-state indexes (0 = embeddings, as ``BertOutput.hidden_states``)."""
+    count = self.config.num_hidden_layers
     indexes = []
     for layer in layers:
+      if layer == EMBEDDINGS:
+        indexes.append(0)
+        continue
       if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not (
           -count <= layer < count):
-        raise BertTfError(f"layers: {layer!r} is not a hidden-state index (0 = embeddings, "
-                          f"1..{count - 1} = layers, negatives from the end)")
-      indexes.append(int(layer) % count)
+        raise BertTfError(f"layers: {layer!r} is not an encoder layer of this {count}-layer "
+                          f"model (0..{count - 1}, or -1 = the last .. -{count} = the first) "
+                          f"nor {EMBEDDINGS!r}")
+      indexes.append(int(layer) % count + 1)
     if not indexes:
       raise BertTfError("layers: no layer given")
     return indexes
@@ -658,8 +666,12 @@ class InferenceModel:
         [CLS] and [SEP] included: mask-aware), ``"max"`` (mask-aware max), ``"pooler"`` (the
         pooled output, dense+tanh on [CLS]), or ``"lastK_mean"`` / ``"lastK_concat"`` /
         ``"lastK_sum"`` (the last K layers combined per token, then the mask-aware mean).
-      layers: hidden-state indexes to use, as ``BertOutput.hidden_states`` counts them
-        (0 = embeddings, -1 = last layer; default -1), e.g. ``-2`` or ``[-4, -3, -2, -1]``.
+      layers: encoder layers to use, counted as extract_features.py's ``--layers`` (the
+        original's ``get_all_encoder_layers()[i]``): -1 = the last layer (the default), -2
+        the one before, 0 = the first layer; ``"embeddings"`` is the embedding output. E.g.
+        ``-2`` or ``[-4, -3, -2, -1]``. (``BertOutput.hidden_states`` counts as Hugging
+        Face does, the embeddings first: ``layers=i`` is ``hidden_states[i + 1]`` for
+        i >= 0, ``hidden_states[i]`` for i < 0.)
       combine: how several layers become one vector per token: ``"mean"`` (default),
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
