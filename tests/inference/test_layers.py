@@ -55,3 +55,17 @@ def test_embeddings_by_name_and_out_of_range(tiny_bert, extracted):
   with pytest.raises(Exception, match=r"--layers: index -3 is out of range for a model with 2 "
                      r"layers"):
     extract.parse_layers("-3", 2)
+
+
+def test_cli_layers_take_embeddings_by_name(tiny_google, tiny_bert, tmp_path):
+  """`bert_tf embed --layers=embeddings,-1`: the same vectors as the library's call."""
+  import io  # pylint: disable=import-outside-toplevel
+  from bert_tf import __main__ as cli  # pylint: disable=import-outside-toplevel
+  folder, _ = tiny_google
+  out = io.StringIO()
+  assert cli.main(["embed", f"--model={folder}", "--layers=embeddings,-1", "--combine=concat",
+                   "--pooling=mean", f"--output_file={tmp_path / 'e.npy'}", TEXT], out) == 0
+  np.testing.assert_allclose(
+      np.load(tmp_path / "e.npy"),
+      tiny_bert.embed(TEXT, pooling="mean", layers=["embeddings", -1], combine="concat"),
+      atol=1e-6)
