@@ -479,7 +479,9 @@ class FullTokenizer:
 
 def join_word_pieces(tokens):
   """Word pieces -> text: a ``##`` piece glued to the one before (its ``##`` dropped), every
-  other piece after one space (a leading ``##`` piece loses its mark; ``##`` alone is a token)."""
+  other piece after one space (a leading ``##`` piece loses its mark; ``##`` alone is a token).
+  Hugging Face's decoder differs only on those two, pieces that tokenizing text never gives:
+  it keeps a leading piece's ``##`` and glues a lone ``##`` to the piece before."""
   text = []
   for token in tokens:
     if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
