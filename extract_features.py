@@ -19,7 +19,8 @@ FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None, "Text file, one input per line; 'a ||| b' for a pair.")
 flags.DEFINE_string("output_file", None, "Output JSON-lines file.")
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes: -1 = the "
+                    "last layer, 0 = the first (as bert_tf embed --layers).")
 flags.DEFINE_string("bert_config_file", None, "bert_config.json (Google) or config.json (HF).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece.")
 flags.DEFINE_string("init_checkpoint", None, "Google checkpoint, Hugging Face weights, or a "

@@ -59,18 +59,21 @@ for steps in "$FIRST_STEPS" "$TRAIN_STEPS"; do
     --max_predictions_per_seq="$PREDICTIONS" --train_batch_size=32 --eval_batch_size=32 \
     --learning_rate=3e-4 --num_train_steps="$steps" --num_warmup_steps=100 \
     --steps_per_loop=100 --save_checkpoints_steps=100 --max_eval_steps=20 --seed=1
-  grep masked_lm_accuracy "$OUT/pretraining/eval_results.txt" | \
-    sed "s/^/after $steps steps: /"
+  # The step the eval ran at (a run over a folder that is already further along trains nothing
+  # and evaluates where it is).
+  step=$(sed -n 's/^global_step = //p' "$OUT/pretraining/eval_results.txt")
+  grep masked_lm_accuracy "$OUT/pretraining/eval_results.txt" | sed "s/^/after $step steps: /"
 done
 
 # 5. Fine-tune it on a real labelled task (SpamAssassin subject lines, spam or ham), evaluate,
-#    export SavedModels that take raw text.
+#    export SavedModels that take raw text (replacing the export of a previous quickstart run:
+#    the folder is quickstart's own).
 run "$PY" run_classifier.py --task_name=user --data_dir="$TASK_DIR" \
   --vocab_file="$OUT/vocab.txt" --do_lower_case=True \
   --bert_config_file="$OUT/bert_config.json" --init_checkpoint="$OUT/pretraining" \
   --output_dir="$OUT/classifier" --do_train=True --do_eval=True --max_seq_length=32 \
   --train_batch_size=32 --learning_rate=1e-4 --num_train_epochs="$EPOCHS" --seed=1 \
-  --export_dir="$OUT/saved_model"
+  --export_dir="$OUT/saved_model" --overwrite_export
 # The accuracy beside the majority-class baseline (always answering the dev set's most common
 # label): what the classifier has to beat.
 "$PY" - "$TASK_DIR" "$OUT/classifier/eval_results.txt" <<'PYEOF'
@@ -85,8 +88,13 @@ print(f"classifier accuracy {float(accuracy):.4f}; majority-class baseline {coun
       f" (always {label!r}, {count} of {len(labels)} dev examples)")
 PYEOF
 
-# 6. Serve: the SavedModel answers raw text, with TensorFlow and tensorflow-text only.
-run "$PY" - "$OUT/saved_model" <<'PYEOF'
+# 6. Serve: the SavedModel answers raw text, with TensorFlow and tensorflow-text only. Plain
+#    TensorFlow prints its C++ start-up lines (no GPU here: "failed call to cuInit" etc.);
+#    TF_CPP_MIN_LOG_LEVEL=3 drops those logged after start-up, and the import-time ones are
+#    left out of the terminal (shown if the step fails).
+serve_log="$OUT/.serve_stderr.txt"
+TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3} run "$PY" - "$OUT/saved_model" 2>"$serve_log" <<'PYEOF' \
+  || { cat "$serve_log" >&2; exit 1; }
 import os, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
@@ -98,6 +106,10 @@ for text, label, probs in zip(texts.numpy(), out["labels"].numpy(),
                               out["probabilities"].numpy()):
   print(f"{text.decode()!r} -> {label.decode()} (p={probs.max():.2f})")
 PYEOF
+# Anything else it wrote to stderr (not TensorFlow's start-up lines) is shown.
+grep -v -E '^(WARNING: All log messages before absl::InitializeLog|I[0-9]{4} .*\] (Could not find cuda drivers|This TensorFlow binary is optimized)|To enable the following instructions)' \
+  "$serve_log" >&2 || true
+rm -f "$serve_log"
 
 echo
 echo "Done in $(( $(date +%s) - start )) s. Artifacts:"
@@ -108,5 +120,6 @@ echo "  pretrained BERT        $OUT/pretraining (checkpoints, summaries, eval_re
 echo "  ... in Google's format $OUT/pretraining/google/bert_model.ckpt"
 echo "  fine-tuned classifier  $OUT/classifier"
 echo "  SavedModels            $OUT/saved_model"
-echo "Each model folder loads alone: python -m bert_tf fill-mask --model=$OUT/pretraining ..."
-echo "(README: 'What quickstart made, and how to use it')."
+echo "Each model folder loads alone, in the virtual environment (source .venv/bin/activate):"
+echo "  python -m bert_tf fill-mask --model=$OUT/pretraining ... (README: 'What quickstart made,"
+echo "  and how to use it')."

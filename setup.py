@@ -2,7 +2,7 @@
 
 from setuptools import find_packages, setup
 
-# Pinned to the stack the project is tested on (DEVELOPERS.md): TF 2.21 with its Keras 3.
+# Pinned to the stack the project is tested on (README.md, Install): TF 2.21 with its Keras 3.
 INSTALL_REQUIRES = [
     "tensorflow==2.21.0",
     "tensorflow-text>=2.21.0,<2.22",

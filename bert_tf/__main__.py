@@ -8,6 +8,7 @@
   bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
   bert_tf export-hf --model=bert-base-uncased --output_dir=bert-base-uncased-hf
+  bert_tf classify --model=DIR "Lowest rates - act now" "Re: the build script"  # fine-tuned
 
 ``--model`` is a folder in Google, bert_tf or Hugging Face layout, or a released model's name
 (``bert-base-uncased``: downloaded once; see ``bert_tf.load``).
@@ -51,6 +52,16 @@ def _int_list(value):
         from None
 
 
+def _layer_list(value):
+  """``--layers`` of embed: encoder layer indexes and/or ``embeddings``."""
+  try:
+    return [x.strip() if x.strip() == "embeddings" else int(x)
+            for x in value.split(",") if x.strip()]
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f"expected comma-separated layer indexes (or 'embeddings'), got {value!r}") from None
+
+
 def _parser():
   parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -91,8 +102,10 @@ def _parser():
   embed.add_argument("text", nargs="*", metavar="TEXT")
   embed.add_argument("--pooling", default="cls",
                      help="cls, mean, max, pooler, or lastK_mean / lastK_concat / lastK_sum.")
-  embed.add_argument("--layers", type=_int_list, default=None,
-                     help="Hidden-state indexes (0 = embeddings, -1 = last), e.g. -4,-3,-2,-1.")
+  embed.add_argument("--layers", type=_layer_list, default=None,
+                     help="Encoder layers, as extract_features.py's --layers: -1 = the last "
+                     "(default), 0 = the first; 'embeddings' = the embedding output. E.g. "
+                     "-4,-3,-2,-1.")
   embed.add_argument("--combine", default=None, help="mean, sum or concat (several layers).")
   embed.add_argument("--word", default=None,
                      help="Embed this word of every text (its pieces averaged) instead.")
@@ -104,6 +117,13 @@ def _parser():
                      help="PNG plot: which points get their text beside them: short (default: "
                      "at most 12, spread out, cut to 24 characters), all, or none.")
   embed.add_argument("--dpi", type=int, default=100)
+
+  classify = commands.add_parser(
+      "classify", parents=[common, texts],
+      help="Label of each text by a model fine-tuned with run_classifier.py.")
+  classify.add_argument("text", nargs="*", metavar="TEXT")
+  classify.add_argument("--json", action="store_true",
+                        help="Print JSON lines (label, probability, probabilities, logits).")
 
   att = commands.add_parser("attention", parents=[common],
                             help="HTML head view and PNG heatmaps of one text's attention.")
@@ -251,6 +271,21 @@ def _embed(args, out):
     out.write(f"wrote {args.plot}\n")
 
 
+def _classify(args, out):
+  items = _read_items(args)
+  bert = _load(args)
+  results = bert.classify(_as_input(items))
+  for (a, b), result in zip(items, results):
+    if args.json:
+      out.write(json.dumps({"text": a, **({"text_b": b} if b else {}), **result},
+                           ensure_ascii=False) + "\n")
+    elif "score" in result:
+      out.write(f"{result['score']:.4f}  {a}" + (f" ||| {b}" if b else "") + "\n")
+    else:
+      out.write(f"{result['label']}  {result['probability']:.4f}  {a}"
+                + (f" ||| {b}" if b else "") + "\n")
+
+
 def _attention(args, out):
   from bert_tf import visualize  # pylint: disable=import-outside-toplevel
   if len(args.text) > 2:
@@ -296,7 +331,7 @@ def _export_hf(args, out):
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
-             "attention": _attention, "export-hf": _export_hf}
+             "attention": _attention, "export-hf": _export_hf, "classify": _classify}
 
 
 def main(argv=None, out=None):

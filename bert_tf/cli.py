@@ -50,6 +50,32 @@ def stop_at_once_on_ctrl_c(prog=None):
   signal.signal(signal.SIGINT, handler)
 
 
+# absl's help flags; absl itself lists only the flags of the script's own module (none for an
+# installed console script, whose main module is pip's wrapper) and exits with status 1.
+_HELP = ("--help", "-help", "-h", "-?", "--helpshort", "--helpfull", "--helpxml")
+
+
+def help_text(main, full=False):
+  """The script's docstring and every flag it takes (its own, then bert_tf's shared ones):
+  what ``--help`` prints. ``full`` adds absl's and TensorFlow's (``--helpfull``)."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  module = sys.modules.get(main.__module__)
+  lines = [((module.__doc__ or "") if module else "").rstrip(), "", "flags:"]
+  by_module = flags.FLAGS.flags_by_module_dict()
+  ours = [name for name in by_module if not name.startswith(("absl.", "tensorflow."))]
+  ours.sort(key=lambda name: name.startswith("bert_tf."))  # The script's own first.
+  others = [name for name in by_module if name not in ours] if full else []
+  for name in ours + others:
+    lines += ["", flags.FLAGS.module_help(name)]
+  return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _help_asked(argv):
+  before_end = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  asked = [a.split("=", 1)[0] for a in before_end if a.split("=", 1)[0] in _HELP]
+  return asked[0] if asked else None
+
+
 def run(main, ctrl_c_stops_at_once=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
   Ctrl-C as ``prog: interrupted`` and exit 130: by ``KeyboardInterrupt`` (cleanup code runs),
@@ -70,6 +96,10 @@ def run(main, ctrl_c_stops_at_once=False):
       print(f"{_prog()}: interrupted", file=sys.stderr)
       sys.exit(130)
 
+  asked = _help_asked(sys.argv)
+  if asked and asked != "--helpxml":
+    sys.stdout.write(help_text(main, full=asked == "--helpfull"))
+    sys.exit(0)
   app.run(_main)
 
 

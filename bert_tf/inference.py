@@ -41,7 +41,7 @@ quiet.setup_library()
 import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
 from absl import logging  # noqa: E402  pylint: disable=wrong-import-position
 
-from bert_tf import pretrained, progress, tokenization
+from bert_tf import classifier_labels, pretrained, progress, tokenization
 from bert_tf import pooling as pooling_lib
 from bert_tf.casing import resolve_do_lower_case
 from bert_tf.errors import BertTfError
@@ -55,6 +55,8 @@ SPECIAL_TOKENS = tokenization.SPECIAL_TOKENS
 MASK_TOKEN = "[MASK]"
 # Added by packing; raw text holding them gets them twice (see InferenceModel.tokenize).
 _PACKING_TOKENS = ("[CLS]", "[SEP]")
+# ``layers=`` name of the embedding output (encoder layers are ints, as extract_features.py's).
+EMBEDDINGS = "embeddings"
 # ``words``' choices of what a word is; the first is the default.
 WORD_SPLITS = ("basic", "whitespace")
 # The original tokenizer's whitespace (tokenization._is_whitespace): \t \n \r, space, Zs.
@@ -160,7 +162,9 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights)
   never_split = [t for t in SPECIAL_TOKENS if t in vocab]
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower,
-                                         never_split=never_split)
+                                         never_split=never_split,
+                                         clean_up_tokenization_spaces=_clean_up_setting(folder))
+  classifier_info = classifier_labels.read(folder)
 
   model = BertPretrainer(config)
   report = checkpoints.load_weights(model, path)
@@ -176,7 +180,18 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
                         has_masked_lm=has_masked_lm,
                         has_next_sentence=has_next_sentence and has_pooler,
                         has_pooler=has_pooler, max_seq_length=max_seq_length,
-                        batch_size=batch_size, load_report=report)
+                        batch_size=batch_size, load_report=report, weights_path=str(path),
+                        classifier_info=classifier_info)
+
+
+def _clean_up_setting(folder):
+  """A Hugging Face folder's ``tokenizer_config.json`` ``clean_up_tokenization_spaces`` (as
+  transformers honours it), else True (``FullTokenizer``'s default)."""
+  from bert_tf.casing import _read_json_field  # pylint: disable=import-outside-toplevel
+  path = os.path.join(folder, "tokenizer_config.json")
+  value = _read_json_field(path, "clean_up_tokenization_spaces") if tf.io.gfile.exists(
+      path) else None
+  return value if isinstance(value, bool) else True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,11 +239,13 @@ class InferenceModel:
     config, tokenizer, do_lower_case, source (the path loaded).
     has_masked_lm, has_next_sentence, has_pooler: which parts the checkpoint had.
     load_report: the ``checkpoints.LoadReport`` of the load.
+    classifier_info: for a folder fine-tuned by run_classifier, its ``classifier.json``
+      (``labels``, ``is_regression``, ``max_seq_length``, ...; see ``classify``), else None.
   """
 
   def __init__(self, model, tokenizer, *, source="", do_lower_case=True, has_masked_lm=True,
                has_next_sentence=True, has_pooler=True, max_seq_length=None, batch_size=32,
-               load_report=None):
+               load_report=None, weights_path=None, classifier_info=None):
     self.model = model
     self.encoder = model.bert
     self.config = model.config
@@ -239,6 +256,9 @@ class InferenceModel:
     self.has_next_sentence = has_next_sentence
     self.has_pooler = has_pooler
     self.load_report = load_report
+    self.weights_path = weights_path or source
+    self.classifier_info = classifier_info  # classifier_labels.read's dict, or None
+    self._classifier = None
     self.max_seq_length = self.config.max_position_embeddings
     self.max_seq_length = self._limit(max_seq_length)
     if batch_size < 1:
@@ -260,13 +280,22 @@ class InferenceModel:
 
   # --- tokenization -----------------------------------------------------------------------
 
-  def tokenize(self, texts, text_pairs=None, max_seq_length=None):
-    """Texts -> ``(tokens lists, segment id lists)``, packed and truncated as the original."""
+  def tokenize(self, texts, text_pairs=None, max_seq_length=None, add_special_tokens=True):
+    """Texts -> ``(tokens lists, segment id lists)``, packed and truncated as the original.
+
+    ``add_special_tokens=False`` (as Hugging Face's): texts that already hold their own
+    ``[CLS] ... [SEP] (... [SEP])`` are taken as they are, with nothing added; segment 0 runs
+    up to and including the first ``[SEP]``, segment 1 after it (a pair's ``text_b``, given
+    separately, is segment 1). Too long a sequence is cut at its end.
+    """
     limit = self._limit(max_seq_length)
     tokens, segments = [], []
     for a, b in _as_items(texts, text_pairs):
-      tokens_b = self._tokenize_text(b) if b is not None else None
-      packed, segment_ids = pack_example(self._tokenize_text(a), tokens_b, limit)
+      if not add_special_tokens:
+        packed, segment_ids = self._own_special_tokens(a, b, limit)
+      else:
+        tokens_b = self._tokenize_text(b) if b is not None else None
+        packed, segment_ids = pack_example(self._tokenize_text(a), tokens_b, limit)
       tokens.append(packed)
       segments.append(segment_ids)
     return tokens, segments
@@ -278,6 +307,19 @@ class InferenceModel:
     ids, mask, types = self._features(*self.tokenize(texts, text_pairs, max_seq_length))
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
+  def _own_special_tokens(self, a, b, limit):
+    """``add_special_tokens=False``: the texts' own word pieces, nothing added."""
+    tokens_a = self.tokenizer.tokenize(a)
+    tokens_b = self.tokenizer.tokenize(b) if b is not None else []
+    if "[SEP]" in tokens_a and b is None:
+      first_b = tokens_a.index("[SEP]") + 1
+    else:
+      first_b = len(tokens_a)
+    packed = (tokens_a + tokens_b)[:limit]
+    if not packed:
+      raise BertTfError(f"add_special_tokens=False: no token in {a!r}")
+    return packed, [0 if i < first_b else 1 for i in range(len(packed))]
+
   def _tokenize_text(self, text):
     """One raw text -> word pieces, warning (once per model) when it holds [CLS] or [SEP]."""
     pieces = self.tokenizer.tokenize(text)
@@ -287,7 +329,8 @@ class InferenceModel:
       warnings.warn(
           f"text {tokenization.convert_to_unicode(text)[:60]!r} already holds "
           f"{' and '.join(found)}: bert_tf adds [CLS] ... [SEP] itself, so the model sees them "
-          "twice; pass the plain text (and a pair as (text_a, text_b))", UserWarning,
+          "twice; pass the plain text (and a pair as (text_a, text_b)), or "
+          "add_special_tokens=False to use the text's own", UserWarning,
           stacklevel=4)
     return pieces
 
@@ -377,7 +420,7 @@ class InferenceModel:
                         "input_type_ids": type_ids}, training=False)
     logits = self.model.masked_lm(out["sequence_output"], positions,
                                   self.encoder.word_embeddings)  # [b,P,V]
-    return tf.nn.softmax(logits, axis=-1)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
   @tf.function(input_signature=[_IDS, _IDS, _IDS])
   def _next_sentence_fn(self, word_ids, mask, type_ids):
@@ -414,12 +457,14 @@ class InferenceModel:
     return word_ids, mask, type_ids
 
   def __call__(self, texts, text_pairs=None, *, output_hidden_states=False,
-               output_attentions=False, max_seq_length=None, batch_size=None):
+               output_attentions=False, max_seq_length=None, batch_size=None,
+               add_special_tokens=True):
     """Runs the encoder on texts (str, ``(a, b)`` pairs, or lists of them) -> ``BertOutput``.
 
     Arrays are padded to the longest sequence of the call (S); see ``BertOutput``.
+    ``add_special_tokens=False``: the texts hold their own ``[CLS]``/``[SEP]`` (``tokenize``).
     """
-    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
+    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length, add_special_tokens)
     word_ids, mask, type_ids = self._features(tokens, segments)
     b, s = word_ids.shape
     c = self.config
@@ -455,17 +500,23 @@ class InferenceModel:
       raise BertTfError(f"{what}: {self.source} has no {variables} weights (this checkpoint "
                         "was saved without its pretraining heads)")
 
-  def fill_mask(self, text, top_k=5, *, max_seq_length=None, batch_size=None):
+  def fill_mask(self, text, top_k=5, *, max_seq_length=None, batch_size=None,
+                return_logits=False, add_special_tokens=True):
     """The ``top_k`` most likely tokens at each ``[MASK]`` of ``text``.
 
     Args:
       text: a str (or ``(a, b)`` pair) with at least one ``[MASK]``, or a list of them.
       top_k: candidates per mask, most probable first.
+      return_logits: also return the masked-LM head's logits (before the softmax).
+      add_special_tokens: False when the text holds its own ``[CLS]``/``[SEP]``.
     Returns:
       For one text with one ``[MASK]``: a list of ``{"token", "token_id", "probability",
       "sequence"}`` dicts (``sequence``: the text's word pieces with this candidate in place,
-      ``##`` joined). With several masks, one such list per mask; for a list of texts, one
+      decoded as ``tokenizer.decode`` does, without ``[CLS]`` and the last ``[SEP]``: "the cat
+      sat on the mat."). With several masks, one such list per mask; for a list of texts, one
       result per text. Probabilities are the softmax over the whole vocabulary.
+      With ``return_logits``: ``(results, logits)``, logits a ``[P,V]`` float32 array for one
+      text (one row per ``[MASK]``, in text order), a list of them for a list of texts.
     """
     self._require(self.has_masked_lm, "fill_mask", "masked-LM head (cls/predictions/*)")
     if MASK_TOKEN not in self.tokenizer.vocab:
@@ -473,7 +524,8 @@ class InferenceModel:
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
       raise BertTfError(f"fill_mask: top_k must be a positive integer, got {top_k!r}")
     single = isinstance(text, (str, bytes)) or isinstance(text, tuple)
-    tokens, segments = self.tokenize(text, max_seq_length=max_seq_length)
+    tokens, segments = self.tokenize(text, max_seq_length=max_seq_length,
+                                     add_special_tokens=add_special_tokens)
     positions = []
     for toks, item in zip(tokens, _as_items(text)):
       where = [i for i, t in enumerate(toks) if t == MASK_TOKEN]
@@ -484,13 +536,17 @@ class InferenceModel:
       positions.append(where)
     top_k = min(top_k, self.config.vocab_size)
     results = [None] * len(tokens)
+    all_logits = [None] * len(tokens)
     for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
       width = max(len(positions[i]) for i in indexes)
       batch_positions = np.zeros((len(indexes), width), np.int32)  # [b,P], padded with 0
       for row, i in enumerate(indexes):
         batch_positions[row, :len(positions[i])] = positions[i]
-      probs = self._masked_lm_fn(ids, m, types, batch_positions).numpy()  # [b,P,V]
+      out = self._masked_lm_fn(ids, m, types, batch_positions)
+      probs = out["probabilities"].numpy()  # [b,P,V]
+      logits = out["logits"].numpy()  # [b,P,V]
       for row, i in enumerate(indexes):
+        all_logits[i] = logits[row, :len(positions[i])]
         per_mask = []
         for p, position in enumerate(positions[i]):
           row_probs = probs[row, p]
@@ -498,17 +554,26 @@ class InferenceModel:
           per_mask.append([self._candidate(tokens[i], position, int(t), float(row_probs[t]))
                            for t in best])
         results[i] = per_mask[0] if len(per_mask) == 1 else per_mask
+    if return_logits:
+      return (results[0], all_logits[0]) if single else (results, all_logits)
     return results[0] if single else results
 
   def _candidate(self, tokens, position, token_id, probability):
     token = self.tokenizer.inv_vocab.get(token_id, f"[unused id {token_id}]")
     filled = list(tokens)
     filled[position] = token
-    sequence = " ".join(filled[1:-1]).replace(" ##", "")  # Without [CLS] and the last [SEP].
+    if filled and filled[0] == "[CLS]":  # Without [CLS] and the last [SEP].
+      filled = filled[1:]
+    if filled and filled[-1] == "[SEP]":
+      filled = filled[:-1]
+    sequence = tokenization.join_word_pieces(filled)
+    if self.tokenizer.clean_up_tokenization_spaces:
+      sequence = tokenization.clean_up_tokenization(sequence)
     return {"token": token, "token_id": token_id, "probability": probability,
             "sequence": sequence}
 
-  def next_sentence(self, text_a, text_b=None, *, max_seq_length=None, batch_size=None):
+  def next_sentence(self, text_a, text_b=None, *, max_seq_length=None, batch_size=None,
+                    add_special_tokens=True):
     """The probability that ``text_b`` follows ``text_a`` (the NSP head's label 0).
 
     ``text_a`` and ``text_b`` are strs (-> a float) or equally long lists (-> [B] float32);
@@ -517,9 +582,9 @@ class InferenceModel:
     self._require(self.has_next_sentence, "next_sentence",
                   "next-sentence head (cls/seq_relationship/*) or pooler")
     single = isinstance(text_a, (str, bytes))
-    if single and not isinstance(text_b, (str, bytes)):
+    if single and not isinstance(text_b, (str, bytes)) and add_special_tokens:
       raise BertTfError("next_sentence: give two texts, text_a and text_b")
-    tokens, segments = self.tokenize(text_a, text_b, max_seq_length)
+    tokens, segments = self.tokenize(text_a, text_b, max_seq_length, add_special_tokens)
     if any(s[-1] != 1 for s in segments):
       raise BertTfError("next_sentence: every input needs a text_b (sentence B)")
     is_next = np.zeros(len(tokens), np.float32)
@@ -527,23 +592,97 @@ class InferenceModel:
       is_next[indexes] = self._next_sentence_fn(ids, m, types).numpy()[:, 0]
     return float(is_next[0]) if single else is_next
 
+  # --- a fine-tuned classifier ---------------------------------------------------------------
+
+  def classify(self, texts, text_pairs=None, *, max_seq_length=None, batch_size=None,
+               add_special_tokens=True):
+    """Label names and probabilities from a folder fine-tuned by run_classifier.py.
+
+    Args:
+      texts: a str, an ``(a, b)`` pair, or a list of them (``text_pairs``: second segments).
+      max_seq_length: default: the fine-tuning run's ``--max_seq_length`` (texts are
+        truncated as it truncated them), else the model's limit.
+    Returns:
+      For one text a dict ``{"label": name, "probability": p, "probabilities": {name: p},
+      "logits": [C floats]}`` (label: the most probable, names in output order); for a
+      regression ``{"score": value, "logits": [value]}``. For a list, a list of them.
+    Raises:
+      BertTfError: the folder has no ``classifier.json`` (not written by run_classifier.py)
+        or its checkpoint no classifier head (``output_weights``/``output_bias``).
+    """
+    info = self.classifier_info
+    if info is None:
+      raise BertTfError(f"classify: {self.source} has no {classifier_labels.FILE_NAME} (the "
+                        "label names run_classifier.py writes beside a fine-tuned model)")
+    if max_seq_length is None and info.get("max_seq_length"):
+      max_seq_length = min(int(info["max_seq_length"]), self.config.max_position_embeddings)
+    single = isinstance(texts, (str, bytes)) or isinstance(texts, tuple)
+    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length, add_special_tokens)
+    fn = self._classifier_fn()
+    logits = None
+    for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
+      out = fn(ids, m, types).numpy()  # [b,C]
+      if logits is None:
+        logits = np.zeros((len(tokens), out.shape[-1]), np.float32)
+      logits[indexes] = out
+    labels = info["labels"]
+    results = []
+    for row in logits:
+      if info.get("is_regression"):
+        results.append({"score": float(row[0]), "logits": [float(row[0])]})
+        continue
+      probs = np.exp(row - row.max())
+      probs /= probs.sum()
+      best = int(np.argmax(probs))
+      results.append({"label": labels[best], "probability": float(probs[best]),
+                      "probabilities": {name: float(p) for name, p in zip(labels, probs)},
+                      "logits": [float(x) for x in row]})
+    return results[0] if single else results
+
+  def _classifier_fn(self):
+    """The fine-tuned classifier (encoder + head, built and loaded on first use) as a
+    ``tf.function`` of ``[b,s]`` ids, mask, type ids -> logits ``[b,C]``."""
+    if self._classifier is None:
+      from bert_tf.modeling import BertClassifier  # pylint: disable=import-outside-toplevel
+      info = self.classifier_info
+      num_labels = 1 if info.get("is_regression") else len(info["labels"])
+      model = BertClassifier(self.config, num_labels, classifier_dropout=0.0)
+      report = checkpoints.load_weights(model, self.weights_path)
+      if {"output_weights", "output_bias"} & set(report.missing):
+        raise BertTfError(f"classify: {self.source} has no classifier head weights "
+                          "(output_weights/output_bias)")
+
+      @tf.function(input_signature=[_IDS, _IDS, _IDS])
+      def logits_fn(word_ids, mask, type_ids):
+        return model({"input_word_ids": word_ids, "input_mask": mask,
+                      "input_type_ids": type_ids}, training=False)
+
+      self._classifier = (model, logits_fn)
+    return self._classifier[1]
+
   # --- embeddings ----------------------------------------------------------------------------
 
   def _layer_indexes(self, layers):
-    count = self.config.num_hidden_layers + 1
+    """``layers`` (``EMBEDDINGS`` or encoder layer indexes, as extract_features.py's
+    ``--layers``) -> hidden-state indexes (0 = embeddings, as ``BertOutput.hidden_states``)."""
+    count = self.config.num_hidden_layers
     indexes = []
     for layer in layers:
+      if layer == EMBEDDINGS:
+        indexes.append(0)
+        continue
       if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not (
           -count <= layer < count):
-        raise BertTfError(f"layers: {layer!r} is not a hidden-state index (0 = embeddings, "
-                          f"1..{count - 1} = layers, negatives from the end)")
-      indexes.append(int(layer) % count)
+        raise BertTfError(f"layers: {layer!r} is not an encoder layer of this {count}-layer "
+                          f"model (0..{count - 1}, or -1 = the last .. -{count} = the first) "
+                          f"nor {EMBEDDINGS!r}")
+      indexes.append(int(layer) % count + 1)
     if not indexes:
       raise BertTfError("layers: no layer given")
     return indexes
 
   def embed(self, texts, pooling="cls", *, layers=None, combine=None, text_pairs=None,
-            max_seq_length=None, batch_size=None):
+            max_seq_length=None, batch_size=None, add_special_tokens=True):
     """One vector per text: ``[B,D]`` float32.
 
     Args:
@@ -552,8 +691,12 @@ class InferenceModel:
         [CLS] and [SEP] included: mask-aware), ``"max"`` (mask-aware max), ``"pooler"`` (the
         pooled output, dense+tanh on [CLS]), or ``"lastK_mean"`` / ``"lastK_concat"`` /
         ``"lastK_sum"`` (the last K layers combined per token, then the mask-aware mean).
-      layers: hidden-state indexes to use, as ``BertOutput.hidden_states`` counts them
-        (0 = embeddings, -1 = last layer; default -1), e.g. ``-2`` or ``[-4, -3, -2, -1]``.
+      layers: encoder layers to use, counted as extract_features.py's ``--layers`` (the
+        original's ``get_all_encoder_layers()[i]``): -1 = the last layer (the default), -2
+        the one before, 0 = the first layer; ``"embeddings"`` is the embedding output. E.g.
+        ``-2`` or ``[-4, -3, -2, -1]``. (``BertOutput.hidden_states`` counts as Hugging
+        Face does, the embeddings first: ``layers=i`` is ``hidden_states[i + 1]`` for
+        i >= 0, ``hidden_states[i]`` for i < 0.)
       combine: how several layers become one vector per token: ``"mean"`` (default),
         ``"sum"`` or ``"concat"`` (D = k*H).
     """
@@ -566,7 +709,7 @@ class InferenceModel:
     if token_pooling == "pooler":
       self._require(self.has_pooler, "embed(pooling='pooler')", "pooler (bert/pooler/*)")
     indexes = self._layer_indexes(layers if layers is not None else [-1])
-    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length)
+    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length, add_special_tokens)
     vectors = None
     for batch_indexes, ids, m, types in self._batches(tokens, segments, batch_size):
       out = self._encoder_fn(ids, m, types, False, np.array(indexes, np.int32))

@@ -36,7 +36,7 @@ def parse_pooling(pooling, layers=None, combine=None):
   combine = combine or "mean"
   if combine not in COMBINES:
     raise BertTfError(f"unknown combine {combine!r}; expected one of {', '.join(COMBINES)}")
-  if isinstance(layers, int):
+  if isinstance(layers, (int, str)):  # One layer: an index, or "embeddings".
     layers = [layers]
   return pooling, (list(layers) if layers is not None else None), combine
 

@@ -24,6 +24,7 @@ TensorFlow, which does nothing after a script's ``setup`` decided (its flags rul
 ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line.
 """
 
+import contextlib
 import importlib.abc
 import importlib.util
 import logging
@@ -79,12 +80,17 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
 
 
 _LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
+# Apache Beam's own logging (create_pretraining_data.py --runner): its warnings too are set-up
+# chatter (optional GCP libraries missing, internal options it discards, its worker processes'
+# logging relayed), so records below ERROR are dropped.
+_CHATTY_LIBRARIES = ("apache_beam",)
+_STATE = {"active": False}
 
 
-def _library_dirs():
-  """The folders of TensorFlow's packages (found without importing them)."""
+def _library_dirs(libraries=_LIBRARIES):
+  """The folders of the ``libraries`` packages (found without importing them)."""
   dirs = []
-  for name in _LIBRARIES:
+  for name in libraries:
     try:
       spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -101,13 +107,18 @@ class _DropLibraryInfo(logging.Filter):
   def __init__(self):
     super().__init__()
     self._dirs = None
+    self._chatty_dirs = None
 
   def filter(self, record):
-    if record.levelno >= logging.WARNING:
+    if record.levelno >= logging.ERROR:
       return True
     if self._dirs is None:
       self._dirs = _library_dirs()
-    return not os.path.realpath(record.pathname).startswith(self._dirs)
+      self._chatty_dirs = _library_dirs(_CHATTY_LIBRARIES)
+    path = os.path.realpath(record.pathname)
+    if self._chatty_dirs and path.startswith(self._chatty_dirs):
+      return False
+    return record.levelno >= logging.WARNING or not path.startswith(self._dirs)
 
 
 _decided = []  # [True] once a script's setup ran: its flags say whether TF logs are wanted.
@@ -118,6 +129,7 @@ def setup(argv=None):
   _decided.append(True)
   if verbose_requested(argv):
     return False
+  _STATE["active"] = True
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
   from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
@@ -136,3 +148,31 @@ def setup_library():
   if _decided or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
     return False
   return setup([])
+
+
+@contextlib.contextmanager
+def child_processes_quiet():
+  """Keeps what child processes started inside the block write to file descriptor 2 off the
+  terminal (Apache Beam's DirectRunner workers print ~25 lines of logging set-up each), and
+  shows it if the block fails. Nothing changes unless ``setup`` quieted this process."""
+  if not _STATE["active"]:
+    yield
+    return
+  sys.stderr.flush()
+  saved = os.dup(2)
+  try:
+    with tempfile.TemporaryFile() as captured:
+      os.dup2(captured.fileno(), 2)
+      try:
+        yield
+      except BaseException:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        captured.seek(0)
+        sys.stderr.write(captured.read().decode("utf-8", "replace"))
+        raise
+      finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+  finally:
+    os.close(saved)

@@ -41,6 +41,8 @@ import collections
 import re
 import unicodedata
 
+import numpy as np
+
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
@@ -48,6 +50,13 @@ UNK_TOKEN = "[UNK]"
 # What ``FullTokenizer.decode(skip_special_tokens=True)`` leaves out (Hugging Face's list for
 # BERT).
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Hugging Face's ``PreTrainedTokenizerBase.clean_up_tokenization`` (transformers 4.x and 5.x),
+# in its order: what ``decode(..., clean_up_tokenization_spaces=True)`` replaces. (The
+# WordPiece decoder of Hugging Face's ``tokenizers`` applies the same list to each piece with
+# its leading space, which for vocab pieces (no spaces inside) changes nothing more.)
+CLEAN_UP_RULES = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+                  (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"),
+                  (" 're", "'re"))
 MAX_INPUT_CHARS_PER_WORD = 200
 _CONTINUATION = "##"
 # Caches stop growing here (then start over) so a long pretraining run cannot exhaust memory.
@@ -352,13 +361,18 @@ class FullTokenizer:
     ['una', '##ffa', '##ble', 'de', '##ja', '-', 'vu']
   """
 
-  def __init__(self, vocab_file, do_lower_case=True, never_split=None):
+  def __init__(self, vocab_file, do_lower_case=True, never_split=None,
+               clean_up_tokenization_spaces=True):
     """Args:
       vocab_file: path of a vocab.txt (one token per line); gs:// paths work.
       do_lower_case: True for uncased models, False for cased ones.
       never_split: optional tokens (e.g. ["[MASK]", "[SEP]"]) kept whole where they occur in
         the raw text (the text around them is tokenized as if they were whitespace). Off by
         default, as in the original, which splits "[MASK]" into "[", "mask", "]".
+      clean_up_tokenization_spaces: ``decode``'s default: remove the spaces before
+        punctuation and contractions that joining word pieces leaves ("hello , world !" ->
+        "hello, world!"), as Hugging Face's BertTokenizer did by default up to transformers
+        4.x (the classic tutorials' outputs); transformers 5 turned its default off.
 
     Raises:
       BertTfError: the vocab file is missing, or a ``never_split`` token is not in it.
@@ -366,6 +380,7 @@ class FullTokenizer:
     self.vocab = load_vocab(vocab_file)
     self.inv_vocab = {i: t for t, i in self.vocab.items()}
     self.do_lower_case = do_lower_case
+    self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
     self.never_split = tuple(never_split or ())
@@ -410,26 +425,43 @@ class FullTokenizer:
     """[ids] -> [word pieces]; KeyError for an id not in the vocab."""
     return [self.inv_vocab[i] for i in ids]
 
-  def decode(self, ids, skip_special_tokens=False):
-    """Token ids -> text: word pieces joined as they were split.
+  @property
+  def vocab_size(self):
+    """The number of tokens in the vocab (Hugging Face's ``tokenizer.vocab_size``)."""
+    return len(self.vocab)
+
+  def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=None):
+    """Token ids -> text: word pieces joined as they were split, spacing cleaned up.
 
     A ``##`` piece is glued to the piece before it (its ``##`` dropped); every other piece
-    starts a new word, after one space. So for text without ``[UNK]``, ``decode`` of
-    ``convert_tokens_to_ids(tokenize(text))`` is the basic tokenizer's words joined by single
-    spaces (lowercased and accent-stripped for uncased models, punctuation split off:
-    "Déjà-vu!" -> "deja - vu !"): the original text cannot be recovered beyond that.
+    starts a new word, after one space. That alone gives the basic tokenizer's words joined
+    by single spaces (lowercased and accent-stripped for uncased models, punctuation split
+    off: "Déjà-vu!" -> "deja - vu !"); the original text cannot be recovered beyond that.
+    ``clean_up_tokenization_spaces`` then removes the spaces Hugging Face's
+    ``clean_up_tokenization`` removes (``CLEAN_UP_RULES``: " ." -> ".", " ," -> ",",
+    " n't" -> "n't", ...): "deja - vu!", "hello, world!", "isn't it?".
 
     Args:
-      ids: a sequence of int token ids (list, numpy array or 1-D tensor); e.g. one row of
-        ``input_word_ids``.
+      ids: one token id (int, numpy integer, 0-d tensor) or a sequence of them (list, 1-D
+        numpy array or tensor), e.g. one row of ``input_word_ids``.
       skip_special_tokens: leave out ``[PAD] [UNK] [CLS] [SEP] [MASK]`` (as Hugging Face's
         ``decode(..., skip_special_tokens=True)``); default False keeps them, as words.
+      clean_up_tokenization_spaces: None (default) uses the tokenizer's setting (True unless
+        it was made with ``clean_up_tokenization_spaces=False``). True gives what Hugging
+        Face's ``BertTokenizer.decode(ids, clean_up_tokenization_spaces=True)`` gives; False
+        the pieces joined with no cleanup (what its WordPiece decoder with ``cleanup=False``
+        gives; transformers 5's default sits between: its decoder glues only " . , ! ?").
     Returns:
       A str.
     Raises:
-      BertTfError: an id that is not in the vocab.
+      BertTfError: an id that is not in the vocab, or ids that are not 0-d or 1-d.
     """
     ids = ids.numpy() if hasattr(ids, "numpy") else ids
+    if isinstance(ids, (int, np.integer)) or np.ndim(ids) == 0:
+      ids = [ids]
+    elif np.ndim(ids) != 1:
+      raise BertTfError(f"decode: expected one id or a 1-D sequence of ids, got shape "
+                        f"{np.shape(ids)} (decode each row)")
     tokens = []
     for position, i in enumerate(ids):
       token = self.inv_vocab.get(int(i))
@@ -439,10 +471,28 @@ class FullTokenizer:
       if skip_special_tokens and token in SPECIAL_TOKENS:
         continue
       tokens.append(token)
-    text = []
-    for token in tokens:
-      if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
-        text.append(token[len(_CONTINUATION):])
-      else:
-        text.extend((" ", token) if text else (token,))
-    return "".join(text)
+    text = join_word_pieces(tokens)
+    if clean_up_tokenization_spaces is None:
+      clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+    return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+
+def join_word_pieces(tokens):
+  """Word pieces -> text: a ``##`` piece glued to the one before (its ``##`` dropped), every
+  other piece after one space (a leading ``##`` piece loses its mark; ``##`` alone is a token).
+  Hugging Face's decoder differs only on those two, pieces that tokenizing text never gives:
+  it keeps a leading piece's ``##`` and glues a lone ``##`` to the piece before."""
+  text = []
+  for token in tokens:
+    if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
+      text.append(token[len(_CONTINUATION):])
+    else:
+      text.extend((" ", token) if text else (token,))
+  return "".join(text)
+
+
+def clean_up_tokenization(text):
+  """Hugging Face's ``clean_up_tokenization``: ``CLEAN_UP_RULES`` applied in order."""
+  for dirty, clean in CLEAN_UP_RULES:
+    text = text.replace(dirty, clean)
+  return text

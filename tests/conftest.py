@@ -6,7 +6,12 @@ import pathlib
 
 import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# As the scripts do (bert_tf.quiet): no TensorFlow C++ lines in the test run's output (the
+# import-time ones, and "failed call to cuInit" at the first op on a machine without a GPU).
+# Before TensorFlow is imported; TF_CPP_MIN_LOG_LEVEL is inherited by the tests' subprocesses.
+from bert_tf import quiet  # noqa: E402  pylint: disable=wrong-import-position
+
+quiet.setup([])
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 

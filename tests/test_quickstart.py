@@ -87,14 +87,14 @@ def test_accuracy_is_shown_beside_the_majority_class_baseline(quickstart):
 def test_scripts_print_no_tensorflow_logging_and_nothing_twice(quickstart):
   """Each command's output (stdout and stderr): no glog-formatted line except the script's
   own absl INFO lines, none of TensorFlow's known noise, no line twice. The last step is plain
-  TensorFlow (the SavedModel served without bert_tf), which bert_tf does not configure."""
+  TensorFlow (the SavedModel served without bert_tf): quickstart.sh keeps its C++ start-up
+  lines (cuInit on a machine without a GPU, ...) out of the terminal too."""
   _, lines = quickstart
   segments = _segments(lines)
   assert len(segments) == 7, list(segments)
   for command, printed in segments.items():
-    if command.endswith(" -") or " - " in command:
-      continue
-    script = os.path.basename(command.split()[2])
+    script = ("<stdin>" if command.endswith(" -") or " - " in command
+              else os.path.basename(command.split()[2]))
     for line in printed:
       assert not (GLOG.match(line) and f" {script}:" not in line), (command, line)
       assert not any(noise in line for noise in NOISE), (command, line)
@@ -102,30 +102,39 @@ def test_scripts_print_no_tensorflow_logging_and_nothing_twice(quickstart):
     assert not repeated, (command, repeated)
 
 
-def _readme_commands():
+def _readme_block():
+  """The bash block of README's "What quickstart made" section, verbatim."""
   with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     readme = f.read()
   section = readme.split("### What quickstart made, and how to use it", 1)[1]
   section = section.split("\n#", 1)[0]
-  block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-  return [line for line in block.splitlines() if line.startswith("python -m bert_tf ")]
+  return section.split("```bash\n", 1)[1].split("```", 1)[0]
 
 
-def test_readme_commands_run_on_quickstart_outputs(quickstart):
-  """The README section's commands, as typed (quickstart_output -> this run's folder), each
-  exit 0 with nothing on stderr; what they write is what the library computes."""
+def test_readme_commands_run_on_quickstart_outputs(quickstart, tmp_path):
+  """The README section's block, run by bash exactly as typed (venv activation first, then
+  plain `python`) from a folder holding `quickstart_output` (this run's) and a `.venv` whose
+  activate script puts this Python first on PATH: exit 0, nothing on stderr; what the
+  commands write is what the library computes."""
   out, _ = quickstart
-  commands = _readme_commands()
-  assert len(commands) == 5, commands
-  env = {**os.environ, "PYTHONPATH": ROOT}
+  block = _readme_block()
+  lines = [line for line in block.splitlines() if line.strip()]
+  assert lines[0] == "source .venv/bin/activate"
+  assert len(lines) == 7 and all(line.startswith("python -m bert_tf ") for line in lines[1:])
+  (tmp_path / "quickstart_output").symlink_to(out)
+  activate = tmp_path / ".venv" / "bin" / "activate"
+  activate.parent.mkdir(parents=True)
+  activate.write_text(f'export PATH={shlex.quote(os.path.dirname(sys.executable))}:"$PATH"\n')
+  env = {**os.environ, "PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"}
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-  for command in commands:
-    argv = [a.replace("quickstart_output", str(out)) for a in shlex.split(command)]
-    result = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, (command, result.stderr[-3000:])
-    assert result.stderr == "", (command, result.stderr[-3000:])
-    assert result.stdout.strip(), command
+  result = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=1200)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stderr == "", result.stderr[-3000:]
+  printed = result.stdout.splitlines()
+  assert "wrote quickstart_output/embeddings.npy" not in printed  # (sizes are in the line)
+  assert any(line.startswith("wrote 3 embeddings of size 128 to quickstart_output/"
+                             "embeddings.npy") for line in printed), printed
   import bert_tf  # pylint: disable=import-outside-toplevel
   bert = bert_tf.load(str(out / "pretraining"))
   np.testing.assert_allclose(
@@ -134,7 +143,15 @@ def test_readme_commands_run_on_quickstart_outputs(quickstart):
                  pooling="mean"), atol=1e-5)
   for name in ("heads.html", "heads.png"):
     assert (out / name).stat().st_size > 0, name
+  # classify: one line per text, "label  probability  text", as the library computes it.
+  texts = ["Re: patch for the build script", "Lowest mortgage rates - act now"]
+  results = bert_tf.load(str(out / "classifier")).classify(texts)
+  assert {r["label"] for r in results} <= {"ham", "spam"}
+  expected = [f"{r['label']}  {r['probability']:.4f}  {t}" for r, t in zip(results, texts)]
+  assert printed[-2:] == expected, printed[-4:]
   # The classifier's google/ folder has no masked-LM head: one line naming it.
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
   result = subprocess.run([sys.executable, "-m", "bert_tf", "fill-mask",
                            f"--model={out / 'classifier' / 'google'}", "a [MASK] b"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -158,3 +175,22 @@ def test_verbosity_brings_the_logs_back(quickstart):
   assert f"DEBUG:absl:loaded 46 variables from {out / 'pretraining'}/ckpt-20" in lines, lines
   assert any(line.startswith("E0000 ") and "cuInit" in line for line in lines) or any(
       "cudart_stub" in line or "cpu_feature_guard" in line for line in lines), lines
+
+
+def test_a_second_quickstart_continues_over_its_own_output(quickstart):
+  """`make quickstart` again over its own output folder (README: `TRAIN_STEPS=... make
+  quickstart`): pretraining resumes (the first eval is at the step already reached, and says
+  so), the classifier's export replaces the previous one, and it ends as the first did."""
+  out, _ = quickstart
+  env = {**os.environ, "OUT": str(out), "PY": sys.executable, "PYTHONUNBUFFERED": "1",
+         "FIRST_STEPS": "10", "TRAIN_STEPS": "30", "EPOCHS": "0.1", "VOCAB_SIZE": "600"}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(["bash", os.path.join(ROOT, "quickstart.sh")], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+  assert result.returncode == 0, result.stdout[-6000:]
+  lines = result.stdout.splitlines()
+  evals = [line.split(":")[0] for line in lines if ": masked_lm_accuracy" in line]
+  assert evals == ["after 20 steps", "after 30 steps"], evals  # The first run reached 20.
+  assert sum(" -> " in line for line in lines) == 2
+  assert (out / "saved_model" / "classifier" / "saved_model.pb").exists()

@@ -72,3 +72,16 @@ def test_library_setup(tmp_path, before, level, shown):
   assert result.returncode == 0 and result.stdout == "imported\n", result.stderr
   assert result.stderr == ("I0000 00:00:1.0  1 cudart_stub.cc:31] Could not find cuda "
                            "drivers\n" if shown else "")
+
+
+def test_the_test_suite_prints_no_tensorflow_lines():
+  """tests/conftest.py quiets TensorFlow as the scripts do: importing it, then TensorFlow
+  running an op (where "failed call to cuInit" is logged without a GPU), writes nothing."""
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(
+      [sys.executable, "-c", "import tests.conftest; import tensorflow as tf; "
+       "print(int(tf.constant(1) + 1))"], cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (result.stdout, result.stderr) == ("2\n", "")

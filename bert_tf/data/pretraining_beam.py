@@ -27,7 +27,7 @@ import re
 import time
 import uuid
 
-from bert_tf import fileio
+from bert_tf import fileio, quiet
 from bert_tf.data import pretraining
 from bert_tf.errors import BertTfError
 
@@ -250,8 +250,9 @@ def _run(beam_options, shards, names, base, spill_dir, worker_config):
            temp_directory=StaticValueProvider(
                str, beam_filesystems.FileSystems.join(spill_dir, "write"))))
   try:
-    result = p.run()
-    result.wait_until_finish()
+    with quiet.child_processes_quiet():  # DirectRunner's worker processes' logging set-up.
+      result = p.run()
+      result.wait_until_finish()
   except Exception as e:  # pylint: disable=broad-except
     # A worker's BertTfError reaches us wrapped (with remote tracebacks): its line is the news.
     found = re.findall(r"BertTfError: ([^\n]+)", str(e))

@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, metrics, progress, run_lock, tokenization
+from bert_tf import classifier_labels, fileio, metrics, progress, run_lock, tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -245,7 +245,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   summaries; ``eval_results.txt`` (do_eval); ``test_results.tsv`` (first predict split;
   ``test_results_<split>.tsv`` for others) and the GLUE submission files (do_predict);
   after training, ``google/bert_model.ckpt`` (Google's names, ``output_weights``/
-  ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``. With
+  ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``;
+  ``classifier.json`` (the label names, ``bert_tf.classifier_labels``) in both. With
   ``export_dir``: SavedModels (``bert_tf.export.export_all``); a previous export there is
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
@@ -318,6 +319,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
   if distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
+  write_labels = lambda folder: classifier_labels.write(  # noqa: E731
+      folder, label_list, is_regression=glue_task.is_regression, task_name=glue_task.name,
+      do_lower_case=do_lower_case, max_seq_length=max_seq_length)
+  if distribution.is_chief(strategy) and not loop.latest_checkpoint(output_dir):
+    write_labels(output_dir)  # The label names: bert_tf.load(output_dir).classify(...)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,
@@ -362,7 +368,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                        progress=progress)
     global_step = results["train"]["global_step"]
     if export_google_checkpoint and chief:
-      loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
+      write_labels(loop.export_google_folder(model, bert_config, output_dir, global_step,
+                                             vocab_file))
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
     global_step = int(latest.rsplit("-", 1)[1])
@@ -420,4 +427,5 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     progress(f"exported SavedModels to {export_dir}")
   if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
     loop.write_model_files(bert_config, output_dir, vocab_file)
+    write_labels(output_dir)
   return results

@@ -82,6 +82,9 @@ def test_direct_runner_writes_the_bytes_of_sharded_mode(inputs, uncased_vocab, t
   assert logged[:2] == expected.lines_of_text()[:2], logged
   assert re.fullmatch(r"time [\d.]+ s \(\d+ instances/s\), peak memory \d+ MB "
                       r"\(largest worker \d+ MB\)", logged[2])
+  # Quiet by default: only the script's own lines, none of Beam's (~50 lines of its workers'
+  # logging set-up, relayed warnings, missing optional GCP libraries).
+  assert len(logged) == len(result.stderr.splitlines()), result.stderr[-3000:]
 
 
 def test_a_workers_error_is_one_line_and_leaves_no_output(inputs, uncased_vocab, tmp_path):

@@ -65,7 +65,9 @@ def test_fill_mask_matches_google(tiny_google, tiny_bert, batch_size):
       _check_candidates(candidates, row, top_k)
       filled = list(tokens)
       filled[position] = candidates[0]["token"]
-      assert candidates[0]["sequence"] == " ".join(filled[1:-1]).replace(" ##", "")
+      # Joined as decode does, spaces before "." and "," removed (Hugging Face's cleanup).
+      joined = " ".join(filled[1:-1]).replace(" ##", "")
+      assert candidates[0]["sequence"] == joined.replace(" .", ".").replace(" ,", ",")
 
 
 def test_fill_mask_single_text(tiny_google, tiny_bert):
@@ -75,6 +77,45 @@ def test_fill_mask_single_text(tiny_google, tiny_bert):
   everything = tiny_bert.fill_mask(FILL_MASK[0][0], top_k=1000)  # Capped at the vocab size.
   _check_candidates(everything, reference["mask_probs"][0][0], len(TINY_VOCAB))
   np.testing.assert_allclose(sum(c["probability"] for c in everything), 1.0, atol=TOL)
+
+
+def test_fill_mask_returns_logits(tiny_google, tiny_bert):
+  """return_logits: the head's logits at each [MASK] ([P,V]); log_softmax of them is Google's
+  log-probabilities, and the candidates are unchanged."""
+  _, reference = tiny_google
+  texts = [text for text, _, _ in FILL_MASK]
+  results, logits = tiny_bert.fill_mask(texts, top_k=3, return_logits=True)
+  assert results == tiny_bert.fill_mask(texts, top_k=3)
+  for row, (_, _, positions), probs in zip(logits, FILL_MASK, reference["mask_probs"]):
+    assert row.shape == (len(positions), len(TINY_VOCAB)) and row.dtype == np.float32
+    log_softmax = row - np.log(np.exp(row - row.max(-1, keepdims=True)).sum(
+        -1, keepdims=True)) - row.max(-1, keepdims=True)
+    np.testing.assert_allclose(log_softmax, np.log(probs), atol=TOL)
+  one, one_logits = tiny_bert.fill_mask(texts[0], return_logits=True)
+  np.testing.assert_allclose(one_logits, logits[0], atol=1e-6)
+  assert [c["token"] for c in one] == [c["token"] for c in tiny_bert.fill_mask(texts[0])]
+
+
+def test_text_with_its_own_special_tokens(tiny_google, tiny_bert):
+  """add_special_tokens=False takes the text's own [CLS]/[SEP] (segment 1 after the first
+  [SEP]), giving what the plain text or pair gives with them added."""
+  _, reference = tiny_google
+  (pair, expected, b_start) = NEXT_SENTENCE[0]
+  own = "[CLS] " + pair[0] + " [SEP] " + pair[1] + " [SEP]"
+  tokens, segments = tiny_bert.tokenize(own, add_special_tokens=False)
+  assert tokens == [expected]
+  assert segments == [[0] * b_start + [1] * (len(expected) - b_start)]
+  assert tiny_bert.next_sentence(own, add_special_tokens=False) == pytest.approx(
+      reference["is_next"][0], abs=TOL)
+  with pytest.warns(UserWarning, match="add_special_tokens=False"):
+    doubled, _ = tiny_bert.tokenize(own)
+  assert doubled[0][:2] == ["[CLS]", "[CLS]"]
+  text, expected_mask, _ = FILL_MASK[0]
+  got = tiny_bert.fill_mask("[CLS] " + text + " [SEP]", top_k=3, add_special_tokens=False)
+  _check_candidates(got, reference["mask_probs"][0][0], 3)
+  out = tiny_bert(["[CLS] " + text + " [SEP]"], add_special_tokens=False)
+  np.testing.assert_allclose(out.sequence_output, tiny_bert([text]).sequence_output, atol=1e-6)
+  assert out.tokens == [expected_mask]
 
 
 def test_next_sentence_matches_google(tiny_google, tiny_bert):

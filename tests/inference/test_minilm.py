@@ -105,7 +105,7 @@ def test_embed_poolings(minilm_bert, outputs):
   np.testing.assert_allclose(minilm_bert.embed(TEXTS, pooling="max", max_seq_length=24),
                              max_pooled, atol=TOL)
   np.testing.assert_allclose(
-      minilm_bert.embed(TEXTS, pooling="mean", layers=[0, -2], combine="concat",
+      minilm_bert.embed(TEXTS, pooling="mean", layers=["embeddings", -2], combine="concat",
                         max_seq_length=24),
       _mask_mean(np.concatenate([hidden[0], hidden[-2]], axis=-1), mask), atol=TOL)
 
@@ -152,7 +152,10 @@ def test_missing_heads_are_one_line_errors(minilm_bert, minilm_path):
     (lambda m: m.embed("x", pooling="median"), "unknown pooling 'median'"),
     (lambda m: m.embed("x", pooling="mean", combine="avg"), "unknown combine 'avg'"),
     (lambda m: m.embed("x", pooling="last4_mean", layers=[-1]), "already names the layers"),
-    (lambda m: m.embed("x", layers=[7]), "layers: 7 is not a hidden-state index"),
+    (lambda m: m.embed("x", layers=[6]), "layers: 6 is not an encoder layer of this 6-layer "
+                                          "model (0..5, or -1 = the last .. -6 = the first) "
+                                          "nor 'embeddings'"),
+    (lambda m: m.embed("x", layers=[-7]), "layers: -7 is not an encoder layer"),
     (lambda m: m.word_embedding("the river bank", "money"),
      "word 'money' is not in 'the river bank' (words: the river bank)"),
     (lambda m: m.word_embedding("the river bank", 3), "word position 3 is out of range"),

@@ -89,5 +89,5 @@ def test_special_tokens_in_raw_text_warn_once(minilm_bert):
   assert [str(w.message) for w in caught] == [
       "text '[CLS] The cat sat. [SEP]' already holds [CLS] and [SEP]: bert_tf adds [CLS] ... "
       "[SEP] itself, so the model sees them twice; pass the plain text (and a pair as "
-      "(text_a, text_b))"]
+      "(text_a, text_b)), or add_special_tokens=False to use the text's own"]
   assert caught[0].category is UserWarning

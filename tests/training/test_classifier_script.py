@@ -206,3 +206,52 @@ def test_output_folders_load_alone(run, capsys):
   from tests.reference import loadable  # pylint: disable=import-outside-toplevel
   loadable.assert_folder_loads_alone(run["out"], run["out"] / "google", has_masked_lm=False)
   loadable.assert_fill_mask_names_missing_head(str(run["out"] / "google"), capsys)
+
+
+def test_classify_by_label_name(run, tmp_path):
+  """run_classifier.py saves the label names (classifier.json, beside bert_config.json in the
+  output folder and google/); bert_tf.load(folder).classify and `python -m bert_tf classify`
+  then give Google's original model's probabilities with the processor's label names."""
+  import json  # pylint: disable=import-outside-toplevel
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  processor = google("run_classifier").MrpcProcessor()
+  labels = processor.get_labels()
+  examples = processor.get_test_examples(str(MRPC))
+  google_test = _google_outputs(run, "test")
+  for folder in (run["out"], run["out"] / "google"):
+    info = json.loads((folder / "classifier.json").read_text())
+    assert info == {"task_name": "mrpc", "labels": labels, "is_regression": False,
+                    "do_lower_case": True, "max_seq_length": SEQ_LENGTH}
+    results = bert_tf.load(str(folder)).classify([(e.text_a, e.text_b) for e in examples])
+    np.testing.assert_allclose([[r["probabilities"][name] for name in labels] for r in results],
+                               google_test["probabilities"], atol=1e-5)
+    np.testing.assert_allclose([r["logits"] for r in results], google_test["logits"], atol=1e-5)
+    assert [r["label"] for r in results] == [labels[i] for i in google_test["logits"].argmax(-1)]
+    assert [r["probability"] for r in results] == pytest.approx(
+        google_test["probabilities"].max(-1), abs=1e-5)
+  one = bert_tf.load(str(run["out"])).classify(examples[0].text_a, examples[0].text_b)
+  assert one["label"] == results[0]["label"]  # One pair in, one dict out.
+
+  lines = tmp_path / "pairs.txt"
+  lines.write_text("".join(f"{e.text_a} ||| {e.text_b}\n" for e in examples))
+  cli = subprocess.run([sys.executable, "-m", "bert_tf", "classify",
+                        f"--model={run['out'] / 'google'}", f"--input_file={lines}", "--json"],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+  assert cli.returncode == 0 and cli.stderr == "", cli.stderr[-3000:]
+  rows = [json.loads(line) for line in cli.stdout.splitlines()]
+  assert [row["label"] for row in rows] == [r["label"] for r in results]
+  np.testing.assert_allclose([row["logits"] for row in rows], google_test["logits"], atol=1e-5)
+  assert rows[0]["text"] == examples[0].text_a and rows[0]["text_b"] == examples[0].text_b
+
+
+def test_classify_without_label_names_is_one_line_error(run, tmp_path):
+  """A folder without classifier.json (e.g. a pretrained model): one line naming the file."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
+  folder = tmp_path / "google"
+  shutil.copytree(run["out"] / "google", folder)
+  (folder / "classifier.json").unlink()
+  with pytest.raises(BertTfError, match=r"^classify: .* has no classifier\.json \(the label "
+                     r"names run_classifier\.py writes beside a fine-tuned model\)$"):
+    bert_tf.load(str(folder)).classify("a text")

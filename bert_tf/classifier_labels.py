@@ -1,0 +1,58 @@
+"""What a fine-tuned classifier folder says about its outputs: ``classifier.json``.
+
+run_classifier.py writes it beside ``bert_config.json`` in ``--output_dir`` and in
+``--output_dir/google`` (through a temporary name, renamed when whole), so that
+``bert_tf.load(folder).classify(texts)`` and ``python -m bert_tf classify --model=folder``
+answer with label names::
+
+  {"task_name": "MRPC", "labels": ["0", "1"], "is_regression": false,
+   "do_lower_case": true, "max_seq_length": 128}
+
+``labels`` are the names in output order (the task processor's ``get_labels()``; for the
+``user`` task ``--labels``, ``labels.txt`` or the sorted training labels); a regression has
+one output and ``labels`` ``[]``.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+
+FILE_NAME = "classifier.json"
+
+
+def write(folder, labels, *, is_regression=False, task_name=None, do_lower_case=True,
+          max_seq_length=None):
+  """Writes ``folder/classifier.json`` atomically; returns its path."""
+  info = {"task_name": task_name, "labels": [] if is_regression else [str(x) for x in labels],
+          "is_regression": bool(is_regression), "do_lower_case": bool(do_lower_case),
+          "max_seq_length": max_seq_length}
+  path = os.path.join(folder, FILE_NAME)
+  with fileio.atomic_write(path) as f:
+    f.write(json.dumps(info, indent=1) + "\n")
+  return path
+
+
+def read(folder):
+  """``folder/classifier.json`` as a dict, or None when the folder has none.
+
+  Raises:
+    BertTfError: the file is not valid JSON, or its labels are not a list of names.
+  """
+  path = os.path.join(folder, FILE_NAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      info = json.load(f)
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  labels = info.get("labels") if isinstance(info, dict) else None
+  if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or (
+      not info.get("is_regression") and len(labels) < 2):
+    raise BertTfError(f"{path}: 'labels' must be a list of at least 2 label names (or "
+                      "'is_regression': true)")
+  return info
