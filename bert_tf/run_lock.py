@@ -8,7 +8,8 @@ the whole run; the kernel drops the flock when the holder dies, however it dies.
 run finds the file flocked and stops with one line naming the holder, having written nothing;
 a lock whose file is there but not flocked was left by a killed run and is taken over (one
 line says so), atomically (renamed over, under the old file's flock). The holder removes it
-when the run ends, normally or by an error. ``gs://`` and other remote folders have no lock
+when the run ends, normally or by an error (and the folder too if the lock made it and it
+is still empty). ``gs://`` and other remote folders have no lock
 primitive: the file is written as an advisory note and a run that finds one warns (naming
 it) and goes on; the user keeps one run per folder there.
 
@@ -82,6 +83,9 @@ class OutputDirLock:
     self._progress = progress or (lambda line: logging.warning("%s", line))
     self._fd = None
     self._remote_record = None
+    # A folder made for the lock alone is removed with it (a run that fails its checks
+    # leaves no empty --output_dir behind).
+    self._created = not fileio.exists(output_dir)
     try:
       fileio.makedirs(output_dir)
     except OSError as e:
@@ -178,6 +182,11 @@ class OutputDirLock:
         pass
       os.close(self._fd)  # after the removal: a run that opened the file meanwhile retries
       self._fd = None
+      if self._created:
+        try:
+          os.rmdir(self.output_dir)  # only if nothing else was written in it
+        except OSError:
+          pass
     elif self._remote_record is not None:
       import tensorflow as tf  # pylint: disable=import-outside-toplevel
       try:
