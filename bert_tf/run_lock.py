@@ -272,6 +272,23 @@ def _has_checkpoints(output_dir):
   return bool(tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")))
 
 
+def _read(path):
+  """The text of ``path``, or None if it does not exist."""
+  if not fileio.exists(path):
+    return None
+  with fileio.open_file(path) as f:
+    return f.read()
+
+
+def _put_back(path, text):
+  """``path`` as it was: ``text``, or no file for None."""
+  if text is None:
+    fileio.discard(path)
+  else:
+    with fileio.atomic_write(path) as f:
+      f.write(text)
+
+
 def _write_settings(path, settings):
   with fileio.atomic_write(path) as f:
     f.write(json.dumps(settings, indent=1, sort_keys=True) + "\n")
@@ -355,12 +372,21 @@ def one_run_per_output_dir(trajectory):
       try:
         fileio.fault_point("output_dir_locked")
         changed = None
+        # A fresh run records its flags now (a run killed after its first checkpoint is
+        # resumed against them); if it fails before any checkpoint, the record goes back.
+        fresh = chief and arguments.get("do_train") and not _has_checkpoints(output_dir)
+        before = _read(os.path.join(output_dir, SETTINGS_FILE)) if fresh else None
         if arguments.get("do_train"):
           settings = trajectory_settings(arguments, trajectory)
           changed = check_settings(output_dir, settings,
                                    resume_with_changed_flags=resume_with_changed_flags,
                                    progress=progress, write=chief)
-        results = run(*args, **kwargs)
+        try:
+          results = run(*args, **kwargs)
+        except BaseException:
+          if fresh and not _has_checkpoints(output_dir):
+            _put_back(os.path.join(output_dir, SETTINGS_FILE), before)
+          raise
         if changed is not None:
           record_settings(output_dir, changed)
         return results

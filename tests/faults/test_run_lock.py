@@ -199,3 +199,29 @@ def test_an_output_dir_that_cannot_be_created_or_written_is_one_line(tmp_path):
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path / "ro"))
   assert str(error.value) == f"--output_dir '{tmp_path}/ro': cannot write in it (Permission denied)"
+
+
+def test_a_fresh_run_that_fails_before_a_checkpoint_leaves_no_record(tmp_path):
+  """The decorated function: a fresh training run records its flags first; failing before its
+  first checkpoint, it leaves the folder as it was (here: not even made)."""
+  calls = []
+
+  @run_lock.one_run_per_output_dir(trajectory=("seed",))
+  def run(output_dir, strategy, *, do_train=False, seed=None, progress=None, fail=False):
+    calls.append(json.loads((tmp_path / "out" / "run_settings.json").read_text()))
+    if fail:
+      raise BertTfError("bad input")
+    (tmp_path / "out" / "ckpt-1.index").write_text("x")
+    return "done"
+
+  strategy = tf.distribute.get_strategy()
+  with pytest.raises(BertTfError, match="bad input"):
+    run(str(tmp_path / "out"), strategy, do_train=True, seed=1, fail=True)
+  assert calls == [{"seed": 1}] and not (tmp_path / "out").exists()
+  assert run(str(tmp_path / "out"), strategy, do_train=True, seed=1) == "done"
+  with pytest.raises(BertTfError, match=r"--seed 1 \(now 2\)"):
+    run(str(tmp_path / "out"), strategy, do_train=True, seed=2)
+  assert run(str(tmp_path / "out"), strategy, do_train=True, seed=2,
+             resume_with_changed_flags=True) == "done"
+  assert json.loads((tmp_path / "out" / "run_settings.json").read_text()) == {"seed": 2}
+  assert sorted(os.listdir(tmp_path / "out")) == ["ckpt-1.index", "run_settings.json"]
