@@ -8,7 +8,8 @@ the whole run; the kernel drops the flock when the holder dies, however it dies.
 run finds the file flocked and stops with one line naming the holder, having written nothing;
 a lock whose file is there but not flocked was left by a killed run and is taken over (one
 line says so), atomically (renamed over, under the old file's flock). The holder removes it
-when the run ends, normally or by an error. ``gs://`` and other remote folders have no lock
+when the run ends, normally or by an error (and the folder too if the lock made it and it
+is still empty). ``gs://`` and other remote folders have no lock
 primitive: the file is written as an advisory note and a run that finds one warns (naming
 it) and goes on; the user keeps one run per folder there.
 
@@ -82,6 +83,9 @@ class OutputDirLock:
     self._progress = progress or (lambda line: logging.warning("%s", line))
     self._fd = None
     self._remote_record = None
+    # A folder made for the lock alone is removed with it (a run that fails its checks
+    # leaves no empty --output_dir behind).
+    self._created = not fileio.exists(output_dir)
     try:
       fileio.makedirs(output_dir)
     except OSError as e:
@@ -178,6 +182,11 @@ class OutputDirLock:
         pass
       os.close(self._fd)  # after the removal: a run that opened the file meanwhile retries
       self._fd = None
+      if self._created:
+        try:
+          os.rmdir(self.output_dir)  # only if nothing else was written in it
+        except OSError:
+          pass
     elif self._remote_record is not None:
       import tensorflow as tf  # pylint: disable=import-outside-toplevel
       try:
@@ -263,6 +272,23 @@ def _has_checkpoints(output_dir):
   return bool(tf.io.gfile.glob(os.path.join(output_dir, "ckpt-*.index")))
 
 
+def _read(path):
+  """The text of ``path``, or None if it does not exist."""
+  if not fileio.exists(path):
+    return None
+  with fileio.open_file(path) as f:
+    return f.read()
+
+
+def _put_back(path, text):
+  """``path`` as it was: ``text``, or no file for None."""
+  if text is None:
+    fileio.discard(path)
+  else:
+    with fileio.atomic_write(path) as f:
+      f.write(text)
+
+
 def _write_settings(path, settings):
   with fileio.atomic_write(path) as f:
     f.write(json.dumps(settings, indent=1, sort_keys=True) + "\n")
@@ -346,12 +372,21 @@ def one_run_per_output_dir(trajectory):
       try:
         fileio.fault_point("output_dir_locked")
         changed = None
+        # A fresh run records its flags now (a run killed after its first checkpoint is
+        # resumed against them); if it fails before any checkpoint, the record goes back.
+        fresh = chief and arguments.get("do_train") and not _has_checkpoints(output_dir)
+        before = _read(os.path.join(output_dir, SETTINGS_FILE)) if fresh else None
         if arguments.get("do_train"):
           settings = trajectory_settings(arguments, trajectory)
           changed = check_settings(output_dir, settings,
                                    resume_with_changed_flags=resume_with_changed_flags,
                                    progress=progress, write=chief)
-        results = run(*args, **kwargs)
+        try:
+          results = run(*args, **kwargs)
+        except BaseException:
+          if fresh and not _has_checkpoints(output_dir):
+            _put_back(os.path.join(output_dir, SETTINGS_FILE), before)
+          raise
         if changed is not None:
           record_settings(output_dir, changed)
         return results

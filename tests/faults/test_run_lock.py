@@ -28,6 +28,11 @@ def _dead_pid():
   return pid
 
 
+def _shown(command):
+  """The command as the messages show it: at most 160 characters."""
+  return command if len(command) <= 160 else command[:157] + "..."
+
+
 def test_a_second_lock_on_a_held_folder_is_one_line_and_touches_nothing(tmp_path):
   (tmp_path / "ckpt-1.index").write_text("x")
   lines = []
@@ -39,14 +44,20 @@ def test_a_second_lock_on_a_held_folder_is_one_line_and_touches_nothing(tmp_path
     run_lock.OutputDirLock(str(tmp_path), lines.append)
   assert str(error.value) == (
       f"--output_dir '{tmp_path}' is in use by another run: pid {os.getpid()} on "
-      f"{socket.gethostname()}, started {record['started']} ({record['command']}); wait for it "
-      "to end, or use another --output_dir")
+      f"{socket.gethostname()}, started {record['started']} ({_shown(record['command'])}); wait "
+      "for it to end, or use another --output_dir")
   assert digests(tmp_path) == before and not lines
   first.release()
   assert sorted(os.listdir(tmp_path)) == ["ckpt-1.index"]
   with run_lock.OutputDirLock(str(tmp_path), lines.append):  # free again
     assert (tmp_path / ".bert_tf.lock").exists()
   assert not (tmp_path / ".bert_tf.lock").exists() and not lines
+  # A folder the lock made is removed with it when nothing else was written there.
+  run_lock.OutputDirLock(str(tmp_path / "new")).release()
+  assert not (tmp_path / "new").exists()
+  with run_lock.OutputDirLock(str(tmp_path / "new")):
+    (tmp_path / "new" / "ckpt-1.index").write_text("x")
+  assert os.listdir(tmp_path / "new") == ["ckpt-1.index"]
 
 
 def test_a_dead_runs_lock_is_taken_over_with_one_line(tmp_path):
@@ -71,7 +82,7 @@ def test_a_lock_released_while_a_second_run_looks_at_it(tmp_path):
   first = run_lock.OutputDirLock(str(tmp_path))
   second = run_lock.OutputDirLock.__new__(run_lock.OutputDirLock)
   second.output_dir, second.path = str(tmp_path), str(tmp_path / ".bert_tf.lock")
-  second._progress = print  # pylint: disable=protected-access
+  second._progress, second._created = print, False  # pylint: disable=protected-access
   real_open = os.open
 
   def open_then_release(path, *args, **kwargs):
@@ -102,7 +113,7 @@ def test_remote_folders_get_an_advisory_lock_and_a_warning():
   second = run_lock.OutputDirLock(folder, lines.append)  # no lock primitive: a warning
   assert lines == [
       f"warning: {folder}/.bert_tf.lock exists, written by pid {written['pid']} on "
-      f"{written['host']}, started {written['started']} ({written['command']}): a ram:// "
+      f"{written['host']}, started {written['started']} ({_shown(written['command'])}): a ram:// "
       "folder cannot be locked, so make sure no other run writes this --output_dir (a run "
       "that was killed leaves this file too)"]
   first.release()  # the file is the second's now: left alone
@@ -188,3 +199,29 @@ def test_an_output_dir_that_cannot_be_created_or_written_is_one_line(tmp_path):
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path / "ro"))
   assert str(error.value) == f"--output_dir '{tmp_path}/ro': cannot write in it (Permission denied)"
+
+
+def test_a_fresh_run_that_fails_before_a_checkpoint_leaves_no_record(tmp_path):
+  """The decorated function: a fresh training run records its flags first; failing before its
+  first checkpoint, it leaves the folder as it was (here: not even made)."""
+  calls = []
+
+  @run_lock.one_run_per_output_dir(trajectory=("seed",))
+  def run(output_dir, strategy, *, do_train=False, seed=None, progress=None, fail=False):
+    calls.append(json.loads((tmp_path / "out" / "run_settings.json").read_text()))
+    if fail:
+      raise BertTfError("bad input")
+    (tmp_path / "out" / "ckpt-1.index").write_text("x")
+    return "done"
+
+  strategy = tf.distribute.get_strategy()
+  with pytest.raises(BertTfError, match="bad input"):
+    run(str(tmp_path / "out"), strategy, do_train=True, seed=1, fail=True)
+  assert calls == [{"seed": 1}] and not (tmp_path / "out").exists()
+  assert run(str(tmp_path / "out"), strategy, do_train=True, seed=1) == "done"
+  with pytest.raises(BertTfError, match=r"--seed 1 \(now 2\)"):
+    run(str(tmp_path / "out"), strategy, do_train=True, seed=2)
+  assert run(str(tmp_path / "out"), strategy, do_train=True, seed=2,
+             resume_with_changed_flags=True) == "done"
+  assert json.loads((tmp_path / "out" / "run_settings.json").read_text()) == {"seed": 2}
+  assert sorted(os.listdir(tmp_path / "out")) == ["ckpt-1.index", "run_settings.json"]
