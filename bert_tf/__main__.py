@@ -15,6 +15,7 @@
 """
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -271,6 +272,22 @@ def _attention(args, out):
     out.write(f"wrote {path}\n")
 
 
+def _check_paths(args):
+  """No output over an input (the --model folder's files included), outputs that can be
+  written, a --batch_size that makes batches: one line each, before the model loads."""
+  from bert_tf import paths  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  preflight.check_at_least({"--batch_size": (args.batch_size, 1)})
+  model = [args.model] + sorted(glob.glob(os.path.join(glob.escape(args.model), "*")
+                                          if os.path.isdir(args.model)
+                                          else glob.escape(args.model) + "*"))
+  paths.check_paths(
+      inputs={"--input_file": getattr(args, "input_file", None), "--model": model,
+              "--vocab_file": args.vocab_file, "--bert_config_file": args.bert_config_file},
+      outputs={f"--{name}": getattr(args, name, None)
+               for name in ("output_file", "plot", "output_html", "output_png")})
+
+
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
              "attention": _attention}
 
@@ -282,6 +299,7 @@ def main(argv=None, out=None):
     from absl import logging  # pylint: disable=import-outside-toplevel
     logging.set_verbosity(args.verbosity)
   try:
+    _check_paths(args)
     _COMMANDS[args.command](args, out or sys.stdout)
   except BertTfError as e:
     print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)

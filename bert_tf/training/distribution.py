@@ -37,6 +37,7 @@ import urllib.parse
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.training import preflight
 
 STRATEGIES = ("default", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
 DEFAULT_STRATEGY = "default"
@@ -239,6 +240,7 @@ def _multi_worker_strategy(timeout_s):
   TensorFlow's API for this is private; if it moved, the strategy starts as TensorFlow
   configures it.
   """
+  preflight.check_tf_config()  # a malformed TF_CONFIG: one line, not TensorFlow's traceback
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
   jobs = [job for job in ("chief", "worker") if job in cluster.jobs]

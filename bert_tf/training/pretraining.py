@@ -87,6 +87,19 @@ class PretrainingTask:
     return metrics
 
 
+def written_files(do_train, do_eval, export_google_checkpoint):
+  """What ``run_pretraining`` writes over in ``output_dir`` (``fnmatch`` patterns; see
+  ``bert_tf.paths``). (bert_config.json and vocab.txt are rewritten with the same content.)"""
+  written = []
+  if do_train:
+    written += ["checkpoint", "ckpt-*", "summaries/*"]
+    if export_google_checkpoint:
+      written += ["google/bert_model.ckpt*", "google/checkpoint"]
+  if do_eval:
+    written += ["eval_results.txt"]
+  return written
+
+
 def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_checkpoint=None,
                     eval_input_file=None, max_seq_length=128, max_predictions_per_seq=20,
                     do_train=True, do_eval=False, train_batch_size=32, eval_batch_size=8,
@@ -118,9 +131,17 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  from bert_tf import paths  # pylint: disable=import-outside-toplevel
 
   if not do_train and not do_eval:
     raise BertTfError("at least one of --do_train or --do_eval must be True")
+  preflight.check_at_least({
+      **({"--train_batch_size": (train_batch_size, 1),
+          "--save_checkpoints_steps": (save_checkpoints_steps, 0)} if do_train else {}),
+      **({"--eval_batch_size": (eval_batch_size, 1),
+          "--max_eval_steps": (max_eval_steps, 1)} if do_eval else {})})
+  preflight.keep_checkpoint_max(keep_checkpoint_max)
   if vocab_file:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
   if max_seq_length > bert_config.max_position_embeddings:
@@ -131,9 +152,18 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         f"--train_batch_size {train_batch_size} must divide evenly over "
         f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
         "accumulation step(s)")
+  paths.check_paths(
+      inputs={"--input_file": input_file, "--eval_input_file": eval_input_file,
+              "--init_checkpoint": init_checkpoint, "--vocab_file": vocab_file},
+      outputs={"--output_dir": paths.Folder(output_dir, written_files(
+          do_train, do_eval, export_google_checkpoint))})
+  if not do_train:
+    preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
+                              init_checkpoint, output_dir)
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
-  if distribution.is_chief(strategy):
+  # (A run without training writes them at its end: a refused one writes nothing.)
+  if do_train and distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
@@ -178,8 +208,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                                 results["train"]["global_step"], vocab_file)
   elif loop.latest_checkpoint(output_dir):
     loop.restore_model(model, output_dir)
-  elif init_checkpoint:
-    checkpoints.load_weights(model, init_checkpoint)
+  else:
+    preflight.check_loaded("--do_eval", checkpoints.load_weights(model, init_checkpoint))
 
   if do_eval:
     global_step = results.get("train", {}).get("global_step")
