@@ -34,8 +34,19 @@ import threading
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
-# Seconds a remote file system has to answer the first probe (BERT_TF_REMOTE_TIMEOUT_S).
-REMOTE_TIMEOUT_S = float(os.environ.get("BERT_TF_REMOTE_TIMEOUT_S", "60"))
+# Seconds a remote file system has to answer the first probe ($BERT_TF_REMOTE_TIMEOUT_S).
+REMOTE_TIMEOUT_S = 60.0
+
+
+def _remote_timeout_s():
+  text = os.environ.get("BERT_TF_REMOTE_TIMEOUT_S")
+  if not text:
+    return REMOTE_TIMEOUT_S
+  try:
+    return float(text)
+  except ValueError:
+    raise BertTfError(f"BERT_TF_REMOTE_TIMEOUT_S must be a number of seconds, got {text!r}") \
+        from None
 
 
 class Folder:
@@ -173,14 +184,14 @@ def check_reachable(label, path, timeout_s=None, probe=None):
 
   ``probe(path)`` (default ``tf.io.gfile.exists``) runs in a daemon thread; an error is the
   first line of TensorFlow's message, and no answer within ``timeout_s`` (default
-  ``REMOTE_TIMEOUT_S``) is an error too, not a hang.
+  $BERT_TF_REMOTE_TIMEOUT_S, else ``REMOTE_TIMEOUT_S``) is an error too, not a hang.
   """
   if not fileio.is_remote(path):
     return
   if probe is None:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     probe = tf.io.gfile.exists
-  timeout_s = REMOTE_TIMEOUT_S if timeout_s is None else timeout_s
+  timeout_s = _remote_timeout_s() if timeout_s is None else timeout_s
   outcome = {}
 
   def run():

@@ -66,8 +66,8 @@ def check_loaded(phase, report):
   if report.missing:
     shown = ", ".join(report.missing[:3]) + (", ..." if len(report.missing) > 3 else "")
     raise BertTfError(f"{phase} without --do_train: --init_checkpoint {report.source} lacks "
-                      f"{shown} (they would be random); fine-tune first (--do_train) or give "
-                      "a fine-tuned checkpoint")
+                      f"{shown} (they would be random); train first (--do_train) or give a "
+                      "checkpoint that holds them")
 
 
 def check_tf_config(environ=None):

@@ -160,6 +160,18 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   if not do_train:
     preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
                               init_checkpoint, output_dir)
+  if do_eval:
+    # The eval files are checked now, not after training: they exist, and their records fit
+    # (building the pipeline checks its files; nothing is read beyond a first record).
+    eval_files, flag = ((eval_input_file, "--eval_input_file") if eval_input_file
+                        else (input_file, "--input_file"))
+    for pattern in (p.strip() for p in str(eval_files).split(",") if p.strip()):
+      if not tf.io.gfile.glob(pattern):
+        raise BertTfError(f"no input files match {pattern!r} ({flag})")
+    pipeline.pretraining_dataset(eval_files, eval_batch_size, max_seq_length,
+                                 max_predictions_per_seq, is_training=False,
+                                 dynamic_masking=dynamic_masking,
+                                 use_next_sentence=use_next_sentence)
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
   # (A run without training writes them at its end: a refused one writes nothing.)

@@ -108,6 +108,16 @@ def test_zero_or_negative_batch_sizes_are_found_before_training(tmp_path):
   assert not out.exists()
 
 
+def test_pretraining_eval_files_that_match_nothing_are_found_before_training(tmp_path):
+  out = tmp_path / "out"
+  pattern = str(tmp_path / "eval-*.tfrecord")
+  message = _refused(pretraining.run_pretraining, CONFIG, str(tmp_path / "train.tfrecord"),
+                     str(out), tf.distribute.get_strategy(), do_train=True, do_eval=True,
+                     eval_input_file=pattern, max_seq_length=32)
+  assert message == f"no input files match {pattern!r} (--eval_input_file)"
+  assert not out.exists()
+
+
 # === Evaluating or predicting without trained weights ===
 
 def test_eval_alone_without_a_checkpoint_or_init_checkpoint_is_refused(tmp_path, uncased_vocab,
@@ -141,6 +151,6 @@ def test_eval_alone_from_a_pretrained_bert_without_the_head_is_refused(tmp_path,
   out = tmp_path / "out"
   assert _refused(_classifier, uncased_vocab, out, mrpc, do_eval=True, init_checkpoint=init) == (
       f"--do_eval without --do_train: --init_checkpoint {init} lacks output_weights, "
-      "output_bias (they would be random); fine-tune first (--do_train) or give a fine-tuned "
-      "checkpoint")
+      "output_bias (they would be random); train first (--do_train) or give a checkpoint that "
+      "holds them")
   assert not out.exists()
