@@ -180,14 +180,14 @@ def _first_line(error):
 
 
 def check_reachable(label, path, timeout_s=None, probe=None):
-  """Refuses a remote path (``gs://...``) whose file system does not answer.
+  """Refuses a ``gs://`` path whose file system does not answer (other paths pass).
 
   ``probe(path)`` (default ``tf.io.gfile.exists``) runs in a daemon thread; an error is the
   first line of TensorFlow's message, and no answer within ``timeout_s`` (default
   $BERT_TF_REMOTE_TIMEOUT_S, else ``REMOTE_TIMEOUT_S``) is an error too, not a hang.
   """
-  if not fileio.is_remote(path):
-    return
+  if not str(path).startswith("gs://"):
+    return  # local, or a scheme bert_tf does not read through TensorFlow's file systems
   if probe is None:
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     probe = tf.io.gfile.exists
@@ -231,7 +231,7 @@ def check_paths(inputs=None, outputs=None):
   everything += [(label, out.path if isinstance(out, Folder) else out)
                  for label, out in outputs.items()]
   for label, path in everything:
-    if fileio.is_remote(path):
+    if str(path).startswith("gs://"):
       bucket = "/".join(str(path).split("/")[:3])  # gs://bucket
       if bucket not in probed:
         probed.add(bucket)

@@ -268,3 +268,17 @@ def test_a_gs_error_is_its_first_line():
     paths.check_reachable("--output_dir", "gs://b/out", probe=unreachable)
   assert str(error.value) == ("--output_dir gs://b/out: cannot reach it: Error executing an HTTP "
                               "request: libcurl code 6 meaning 'Could not resolve hostname'")
+
+
+def test_only_gs_paths_are_probed_once_per_bucket(monkeypatch, tmp_path):
+  def never(path):
+    raise AssertionError(f"probed {path}")
+  for path in ("hf://org/model", str(tmp_path)):
+    paths.check_reachable("--x", path, probe=never)
+  probed = []
+  monkeypatch.setattr(paths, "check_reachable", lambda label, path: probed.append((label, path)))
+  paths.check_paths(inputs={"--input_file": "gs://b1/a.tfrecord,gs://b1/b.tfrecord",
+                            "--model": "hf://org/model"},
+                    outputs={"--output_dir": paths.Folder("gs://b2/out"),
+                             "--output_file": str(tmp_path / "x.npy")})
+  assert probed == [("--input_file", "gs://b1/a.tfrecord"), ("--output_dir", "gs://b2/out")]
