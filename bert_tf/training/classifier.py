@@ -264,6 +264,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
 
+  Refused before the model is built, as one-line ``BertTfError``s: an output over one of its
+  inputs or an output folder that cannot be written (``bert_tf.paths``), a split the run
+  needs with no examples, a vocab without [UNK]/[CLS]/[SEP], and a run without training that
+  has no trained weights to use (``training.preflight``).
+
   Returns:
     {"train": {...}, "eval": {...}, "predict": {split: test_results path}, "export": dir}
     for the phases run.
