@@ -42,12 +42,19 @@ for _name in ("input_file", "output_file", "init_checkpoint"):
 
 def main(argv):
   del argv
+  from bert_tf import paths  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  preflight.check_at_least({"--batch_size": (FLAGS.batch_size, 1)})
+  paths.check_paths(inputs={f"--{name}": FLAGS[name].value for name in (
+      "input_file", "vocab_file", "bert_config_file", "init_checkpoint")},
+                    outputs={"--output_file": FLAGS.output_file})
   # Imported here so that --help is fast and flag errors come before TensorFlow starts.
   from bert_tf import extract, tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertModel, checkpoints  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("bert_config_file", "vocab_file"))
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+  preflight.check_special_tokens(tokenizer.vocab, FLAGS.vocab_file)
   config = checkpoints.load_config(FLAGS.bert_config_file)
   tokenization.check_vocab_size(FLAGS.vocab_file, len(tokenizer.vocab), config.vocab_size,
                                 FLAGS.bert_config_file)

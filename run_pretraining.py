@@ -83,6 +83,8 @@ def main(argv):
       from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
       raise BertTfError("--dynamic_masking needs --vocab_file")
     vocab = tokenization.load_vocab(FLAGS.vocab_file)
+    from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+    preflight.check_special_tokens(vocab, FLAGS.vocab_file, ("[MASK]", "[CLS]", "[SEP]"))
     tokenization.check_vocab_size(FLAGS.vocab_file, len(vocab), config.vocab_size,
                                   FLAGS.bert_config_file)
     dynamic_masking = {"vocab_size": len(vocab), "mask_id": vocab["[MASK]"],

@@ -18,6 +18,7 @@
 """
 
 import argparse
+import glob
 import json
 import os
 import sys
@@ -330,6 +331,22 @@ def _export_hf(args, out):
   out.write(f"wrote {args.output_dir}\n")
 
 
+def _check_paths(args):
+  """No output over an input (the --model folder's files included), outputs that can be
+  written, a --batch_size that makes batches: one line each, before the model loads."""
+  from bert_tf import paths  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  preflight.check_at_least({"--batch_size": (args.batch_size, 1)})
+  model = [args.model] + sorted(glob.glob(os.path.join(glob.escape(args.model), "*")
+                                          if os.path.isdir(args.model)
+                                          else glob.escape(args.model) + "*"))
+  paths.check_paths(
+      inputs={"--input_file": getattr(args, "input_file", None), "--model": model,
+              "--vocab_file": args.vocab_file, "--bert_config_file": args.bert_config_file},
+      outputs={f"--{name}": getattr(args, name, None)
+               for name in ("output_file", "output_dir", "plot", "output_html", "output_png")})
+
+
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
              "attention": _attention, "export-hf": _export_hf, "classify": _classify}
 
@@ -341,6 +358,7 @@ def main(argv=None, out=None):
     from absl import logging  # pylint: disable=import-outside-toplevel
     logging.set_verbosity(args.verbosity)
   try:
+    _check_paths(args)
     _COMMANDS[args.command](args, out or sys.stdout)
   except BertTfError as e:
     print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)

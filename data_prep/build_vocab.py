@@ -24,7 +24,9 @@ flags.mark_flags_as_required(["input_file", "vocab_file"])
 
 def main(argv):
   del argv
-  from bert_tf import vocab  # pylint: disable=import-outside-toplevel
+  from bert_tf import paths, vocab  # pylint: disable=import-outside-toplevel
+  paths.check_paths(inputs={"--input_file": FLAGS.input_file},
+                    outputs={"--vocab_file": FLAGS.vocab_file})
   tokens = vocab.build_vocab(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
                              do_lower_case=FLAGS.do_lower_case,
                              num_unused_tokens=FLAGS.num_unused_tokens,

@@ -41,7 +41,8 @@ def sample_documents(min_sentence_chars=20):
 
 def main(argv):
   del argv
-  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  from bert_tf import fileio, paths  # pylint: disable=import-outside-toplevel
+  paths.check_paths(outputs={"--output_file": FLAGS.output_file})
   documents = sample_documents(FLAGS.min_sentence_chars)
   with fileio.atomic_write(FLAGS.output_file) as f:
     for sentences in documents:

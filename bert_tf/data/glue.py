@@ -383,14 +383,19 @@ class GlueProcessor(DataProcessor):
     super().__init__(task, allow_empty_text=allow_empty_text)
     self.language = language  # XNLI only; the original hard-codes "zh".
 
+  def split_file(self, data_dir, split):
+    """The file of ``split`` in ``data_dir`` (the first of the task's names that exists)."""
+    cols = self.task.splits[split]
+    names = [name.format(language=self.language) for name in cols.files]
+    return _find_file(data_dir, names, f"{self.task.name} {split} file")
+
   def get_examples(self, data_dir, split):
     task = self.task
     if split not in task.splits:
       raise BertTfError(
           f"task {task.name} has no split {split!r} (splits: {', '.join(task.splits)})")
     cols = task.splits[split]
-    names = [name.format(language=self.language) for name in cols.files]
-    path = _find_file(data_dir, names, f"{task.name} {split} file")
+    path = self.split_file(data_dir, split)
     prefix = cols.guid_prefix or split
     examples = []
     expected = cols.num_columns
@@ -496,9 +501,13 @@ class UserTaskProcessor(DataProcessor):
         f"no train.tsv/.csv or dev.tsv/.csv in {self.data_dir!r} to find the labels in; "
         "give them with --labels or labels.txt")
 
+  def split_file(self, data_dir, split):
+    """The file of ``split`` in ``data_dir`` (``<split>.tsv`` or ``<split>.csv``)."""
+    return _find_file(data_dir, self.task.splits[split].files, f"user task {split} file")
+
   def _read(self, data_dir, split, need_label):
     """Yields (location, raw label or None, row dict) for each row of a split's file."""
-    path = _find_file(data_dir, self.task.splits[split].files, f"user task {split} file")
+    path = self.split_file(data_dir, split)
     is_csv = path.endswith(".csv")
     rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if is_csv else _rows(path))
     header = None

@@ -30,11 +30,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import classifier_labels, fileio, metrics, progress, run_lock, tokenization
+from bert_tf import classifier_labels, fileio, metrics, paths, progress, run_lock, tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, distribution, loop
+from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
 # its file, so that predictions gathered from every replica go back into file order.
@@ -213,6 +213,24 @@ def eval_results_for_split(glue_task, split, streaming, outputs):
 
 # === run_classifier ===
 
+def written_files(glue_task, do_train, do_eval, do_predict, export_google_checkpoint):
+  """What ``run_classifier`` writes over in ``output_dir`` (``fnmatch`` patterns; see
+  ``bert_tf.paths``): the feature TFRecords, checkpoints, summaries and the Google export of
+  training, eval_results.txt, the predictions and GLUE-submission files. (bert_config.json
+  and vocab.txt are rewritten with the same content.)"""
+  written = []
+  if do_train:
+    written += ["train.tf_record*", "checkpoint", "ckpt-*", "summaries/*"]
+    if export_google_checkpoint:
+      written += ["google/bert_model.ckpt*", "google/checkpoint"]
+  if do_eval:
+    written += ["eval*.tf_record*", "eval_results.txt"]
+  if do_predict:
+    written += ["predict*.tf_record*", "test_results*.tsv"]
+    written += [name for name in glue_task.predict_splits.values() if name]
+  return written
+
+
 def _record_file(output_dir, kind, split, first):
   """The original's train/eval/predict.tf_record; further splits add their name."""
   return os.path.join(output_dir, f"{kind}.tf_record" if first else f"{kind}_{split}.tf_record")
@@ -251,6 +269,11 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
 
+  Refused before the model is built, as one-line ``BertTfError``s: an output over one of its
+  inputs or an output folder that cannot be written (``bert_tf.paths``), a split the run
+  needs with no examples, a vocab without [UNK]/[CLS]/[SEP], and a run without training that
+  has no trained weights to use (``training.preflight``).
+
   Returns:
     {"train": {...}, "eval": {...}, "predict": {split: test_results path}, "export": dir}
     for the phases run.
@@ -268,6 +291,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
         f"{bert_config.max_position_embeddings} of the BERT config (the model was only "
         "trained up to that length)")
+  preflight.check_at_least({"--save_checkpoints_steps": (save_checkpoints_steps, 0)})
+  preflight.keep_checkpoint_max(keep_checkpoint_max)
   replicas = strategy.num_replicas_in_sync
   for flag, size, parts in (("train_batch_size", train_batch_size,
                              replicas * gradient_accumulation_steps),
@@ -295,11 +320,18 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   glue_task = processor.task  # The user task's table entry exists once labels are known.
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
+  preflight.check_special_tokens(tokenizer.vocab, vocab_file)
 
-  def read(split):
+  def read(split, phase):
     if use_tfds:
-      return processor.get_tfds_examples(split, data_dir)
-    return processor.get_examples(data_dir, split)
+      examples = processor.get_tfds_examples(split, data_dir)
+      where = f"tensorflow-datasets glue {glue_task.name} {split}"
+    else:
+      examples = processor.get_examples(data_dir, split)
+      where = processor.split_file(data_dir, split)
+    if not examples:
+      raise BertTfError(f"{where}: no examples (empty, or a header only); {phase} needs some")
+    return examples
 
   def features(examples, kind, split, first, batch_size=None):
     if batch_size:
@@ -315,9 +347,28 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                 ("--do_predict", do_predict, list(glue_task.predict_splits))):
     if wanted and not [s for s in splits if s]:
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
+  paths.check_paths(
+      inputs={"--vocab_file": vocab_file, "--init_checkpoint": init_checkpoint,
+              "--data_dir": None if use_tfds else data_dir},
+      outputs={"--output_dir": paths.Folder(output_dir, written_files(
+          glue_task, do_train, do_eval, do_predict, export_google_checkpoint)),
+               "--export_dir": export_dir and paths.Folder(export_dir)})
+  # Every split the run will need is read now: a missing or empty dev.tsv is found before
+  # training, not after it.
+  train_examples = read(glue_task.train_split, "--do_train") if do_train else None
+  eval_examples = ({split: read(split, "--do_eval") for split in glue_task.eval_splits}
+                   if do_eval else {})
+  predict_examples = ({split: read(split, "--do_predict") for split in glue_task.predict_splits}
+                      if do_predict else {})
+  phase = next(p for p, wanted in (("--do_eval", do_eval), ("--do_predict", do_predict),
+                                   ("--export_dir", True)) if wanted)
+  if not do_train:
+    preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
+                              init_checkpoint, output_dir)
 
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
-  if distribution.is_chief(strategy):
+  # (A run without training writes them at its end: a refused one writes nothing.)
+  if do_train and distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   write_labels = lambda folder: classifier_labels.write(  # noqa: E731
       folder, label_list, is_regression=glue_task.is_regression, task_name=glue_task.name,
@@ -335,7 +386,6 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   chief = distribution.is_chief(strategy)
 
   if do_train:
-    train_examples = read(glue_task.train_split)
     num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
     num_warmup_steps = int(num_train_steps * warmup_proportion)
     if num_train_steps < 1:
@@ -375,16 +425,14 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     global_step = int(latest.rsplit("-", 1)[1])
   else:
     global_step = 0
-    if init_checkpoint:
-      progress(str(checkpoints.load_weights(model, init_checkpoint)))
-    else:
-      progress("warning: no --init_checkpoint and no training checkpoint in --output_dir: "
-               "the model's weights are random")
+    report = checkpoints.load_weights(model, init_checkpoint)
+    progress(str(report))
+    preflight.check_loaded(phase, report)
 
   if do_eval:
     eval_results = {}
     for i, split in enumerate(glue_task.eval_splits):
-      examples = read(split)
+      examples = eval_examples[split]
       eval_file = features(examples, "eval", split, i == 0, eval_batch_size)
       progress(f"***** Running evaluation: {split} *****  examples {len(examples)}, "
                f"batch size {eval_batch_size}")
@@ -400,7 +448,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   if do_predict:
     results["predict"] = {}
     for i, split in enumerate(glue_task.predict_splits):
-      examples = read(split)
+      examples = predict_examples[split]
       predict_file = features(examples, "predict", split, i == 0, predict_batch_size)
       progress(f"***** Running prediction: {split} *****  examples {len(examples)}, "
                f"batch size {predict_batch_size}")

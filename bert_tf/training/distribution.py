@@ -38,6 +38,7 @@ import urllib.parse
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.training import preflight
 
 STRATEGIES = ("default", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
 DEFAULT_STRATEGY = "default"
@@ -245,6 +246,7 @@ def _multi_worker_strategy(timeout_s):
                       "environment (the cluster's workers and this task's index); without it "
                       "this would train as one worker: set TF_CONFIG on every worker, or use "
                       "--distribution_strategy=mirrored on one machine")
+  preflight.check_tf_config()  # a malformed TF_CONFIG: one line, not TensorFlow's traceback
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   cluster = resolver.cluster_spec()
   jobs = [job for job in ("chief", "worker") if job in cluster.jobs]

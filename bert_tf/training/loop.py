@@ -45,6 +45,7 @@ from bert_tf.modeling import fused_attention
 from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 from bert_tf.training import distribution
+from bert_tf.training import preflight
 
 
 @dataclasses.dataclass
@@ -54,7 +55,7 @@ class LoopConfig:
   num_train_steps: int
   steps_per_loop: int = 1000
   save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
+  keep_checkpoint_max: int = 5  # 0: keep every checkpoint (the original's convention)
   gradient_accumulation_steps: int = 1
   # True/False, or None: XLA where it pays (resolve_jit_compile).
   jit_compile: bool = None
@@ -299,7 +300,7 @@ class Trainer:
     resumed = restore_newest_readable(checkpoint, self.model, c.model_dir, progress,
                                       rewrite_state=is_writer)
     manager = tf.train.CheckpointManager(
-        checkpoint, write_dir, max_to_keep=c.keep_checkpoint_max,
+        checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)
     if resumed:
       progress(f"resumed from {resumed} at step {int(self.optimizer.iterations.numpy())}")

@@ -88,6 +88,19 @@ class PretrainingTask:
     return metrics
 
 
+def written_files(do_train, do_eval, export_google_checkpoint):
+  """What ``run_pretraining`` writes over in ``output_dir`` (``fnmatch`` patterns; see
+  ``bert_tf.paths``). (bert_config.json and vocab.txt are rewritten with the same content.)"""
+  written = []
+  if do_train:
+    written += ["checkpoint", "ckpt-*", "summaries/*"]
+    if export_google_checkpoint:
+      written += ["google/bert_model.ckpt*", "google/checkpoint"]
+  if do_eval:
+    written += ["eval_results.txt"]
+  return written
+
+
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
     "train_batch_size", "learning_rate", "num_warmup_steps", "optimizer_kwargs",
@@ -128,9 +141,17 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  from bert_tf import paths  # pylint: disable=import-outside-toplevel
 
   if not do_train and not do_eval:
     raise BertTfError("at least one of --do_train or --do_eval must be True")
+  preflight.check_at_least({
+      **({"--train_batch_size": (train_batch_size, 1),
+          "--save_checkpoints_steps": (save_checkpoints_steps, 0)} if do_train else {}),
+      **({"--eval_batch_size": (eval_batch_size, 1),
+          "--max_eval_steps": (max_eval_steps, 1)} if do_eval else {})})
+  preflight.keep_checkpoint_max(keep_checkpoint_max)
   if vocab_file:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
   if max_seq_length > bert_config.max_position_embeddings:
@@ -141,6 +162,14 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         f"--train_batch_size {train_batch_size} must divide evenly over "
         f"{strategy.num_replicas_in_sync} replica(s) x {gradient_accumulation_steps} "
         "accumulation step(s)")
+  paths.check_paths(
+      inputs={"--input_file": input_file, "--eval_input_file": eval_input_file,
+              "--init_checkpoint": init_checkpoint, "--vocab_file": vocab_file},
+      outputs={"--output_dir": paths.Folder(output_dir, written_files(
+          do_train, do_eval, export_google_checkpoint))})
+  if not do_train:
+    preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
+                              init_checkpoint, output_dir)
   train_files = pipeline.expand_file_patterns(input_file) if do_train else []
   eval_files = pipeline.expand_file_patterns(eval_input_file or input_file) if do_eval else []
   for files in (train_files, eval_files if eval_files != train_files else []):
@@ -150,7 +179,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           full=check_input_files, progress=progress)
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
-  if distribution.is_chief(strategy):
+  # (A run without training writes them at its end: a refused one writes nothing.)
+  if do_train and distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
@@ -196,8 +226,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                                 results["train"]["global_step"], vocab_file)
   elif loop.latest_checkpoint(output_dir):
     loop.restore_model(model, output_dir)
-  elif init_checkpoint:
-    checkpoints.load_weights(model, init_checkpoint)
+  else:
+    preflight.check_loaded("--do_eval", checkpoints.load_weights(model, init_checkpoint))
 
   if do_eval:
     global_step = results.get("train", {}).get("global_step")

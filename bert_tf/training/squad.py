@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, progress, run_lock, tokenization
+from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertSpanLabeler, checkpoints
@@ -34,7 +35,7 @@ from bert_tf.squad import evaluate as squad_evaluate
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
-from bert_tf.training import DTYPE_POLICIES, distribution, loop
+from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -214,11 +215,27 @@ def cached_train_features(examples, tokenizer, path, max_seq_length, doc_stride,
 
 # === run_squad ===
 
+def written_files(do_train, do_predict, do_eval, export_google_checkpoint):
+  """What ``run_squad`` writes over in ``output_dir`` (``fnmatch`` patterns; see
+  ``bert_tf.paths``). (bert_config.json and vocab.txt are rewritten with the same content.)"""
+  written = []
+  if do_train:
+    written += [TRAIN_RECORD_FILE + "*", "checkpoint", "ckpt-*", "summaries/*"]
+    if export_google_checkpoint:
+      written += ["google/bert_model.ckpt*", "google/checkpoint"]
+  if do_predict:
+    written += [PREDICT_RECORD_FILE + "*", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE]
+  if do_eval:
+    written += [EVAL_SCORES_FILE, EVAL_RESULTS_FILE]
+  return written
+
+
 def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower_case,
                  train_file, predict_file, do_train, do_predict, do_eval, export_dir,
                  max_seq_length,
                  doc_stride, max_query_length, train_batch_size, predict_batch_size,
-                 gradient_accumulation_steps, n_best_size, max_answer_length):
+                 gradient_accumulation_steps, n_best_size, max_answer_length,
+                 save_checkpoints_steps, keep_checkpoint_max):
   """The original's ``validate_flags_or_throw`` and more, as one-line ``BertTfError``s."""
   if not (do_train or do_predict or export_dir):
     raise BertTfError("at least one of --do_train or --do_predict must be True (or an "
@@ -248,6 +265,8 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
     raise BertTfError(f"--n_best_size must be at least 1, got {n_best_size}")
   if max_answer_length < 1:
     raise BertTfError(f"--max_answer_length must be at least 1, got {max_answer_length}")
+  preflight.check_at_least({"--save_checkpoints_steps": (save_checkpoints_steps, 0)})
+  preflight.keep_checkpoint_max(keep_checkpoint_max)
   replicas = strategy.num_replicas_in_sync
   for flag, size, parts, why in (
       ("train_batch_size", train_batch_size, replicas * gradient_accumulation_steps,
@@ -294,6 +313,11 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
 
+  Refused before the model is built, as one-line ``BertTfError``s: an output over one of its
+  inputs or an output folder that cannot be written (``bert_tf.paths``), a split the run
+  needs with no examples, a vocab without [UNK]/[CLS]/[SEP], and a run without training that
+  has no trained weights to use (``training.preflight``).
+
   Returns:
     {"train": {...}, "predict": {...}, "eval": {...}, "export": dir} for the phases run.
   """
@@ -305,14 +329,37 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
                max_query_length=max_query_length, train_batch_size=train_batch_size,
                predict_batch_size=predict_batch_size,
                gradient_accumulation_steps=gradient_accumulation_steps,
-               n_best_size=n_best_size, max_answer_length=max_answer_length)
+               n_best_size=n_best_size, max_answer_length=max_answer_length,
+               save_checkpoints_steps=save_checkpoints_steps,
+               keep_checkpoint_max=keep_checkpoint_max)
   if export_dir:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
+  path_checks.check_paths(
+      inputs={"--vocab_file": vocab_file, "--init_checkpoint": init_checkpoint,
+              "--train_file": train_file if do_train else None,
+              "--predict_file": predict_file if do_predict else None},
+      outputs={"--output_dir": path_checks.Folder(output_dir, written_files(
+          do_train, do_predict, do_eval, export_google_checkpoint)),
+               "--export_dir": export_dir and path_checks.Folder(export_dir)})
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
+  preflight.check_special_tokens(tokenizer.vocab, vocab_file)
+  # Read now, so that a predict_file without questions is found before training.
+  predict_examples = None
+  if do_predict:
+    predict_examples = squad_examples.read_squad_examples(
+        predict_file, is_training=False,
+        version_2_with_negative=version_2_with_negative).examples
+    if not predict_examples:
+      raise BertTfError(f"{predict_file}: no questions; --do_predict needs some")
+  phase = "--do_predict" if do_predict else "--export_dir"
+  if not do_train:
+    preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
+                              init_checkpoint, output_dir)
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
-  if distribution.is_chief(strategy):
+  # (A run without training writes them at its end: a refused one writes nothing.)
+  if do_train and distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   if seed is not None:
     keras.utils.set_random_seed(seed)
@@ -372,16 +419,11 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     progress(f"restored {latest}")
   else:
     global_step = 0
-    if init_checkpoint:
-      progress(str(checkpoints.load_weights(model, init_checkpoint)))
-    else:
-      progress("warning: no --init_checkpoint and no training checkpoint in --output_dir: "
-               "the model's weights are random")
+    report = checkpoints.load_weights(model, init_checkpoint)
+    progress(str(report))
+    preflight.check_loaded(phase, report)
 
   if do_predict:
-    predict_examples = squad_examples.read_squad_examples(
-        predict_file, is_training=False,
-        version_2_with_negative=version_2_with_negative).examples
     record = os.path.join(output_dir, PREDICT_RECORD_FILE)
     predict_features = write_predict_features(predict_examples, tokenizer, record,
                                               max_seq_length, doc_stride, max_query_length,

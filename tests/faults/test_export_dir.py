@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf import export
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertConfig, BertSpanLabeler
+from bert_tf.modeling import BertConfig, BertSpanLabeler, checkpoints
 from bert_tf.squad import export as squad_export
 from tests.faults.support_export import ROOT, digests, error_line, run_script
 from tests.reference import google_models
@@ -128,8 +128,8 @@ def _tiny_answerer_model(seed):
   return BertSpanLabeler(BertConfig.from_dict(CONFIG))
 
 
-def test_previous_export_replaced_only_with_overwrite_export(tmp_path, config_file,
-                                                              uncased_vocab):
+def test_previous_export_replaced_only_with_overwrite_export(tmp_path, tmp_path_factory,
+                                                              config_file, uncased_vocab):
   """A previous QA export: refused without --overwrite_export (files untouched), replaced
   whole with it; a write that fails half-way leaves the previous export as it was."""
   qa = tmp_path / "qa"
@@ -137,8 +137,16 @@ def test_previous_export_replaced_only_with_overwrite_export(tmp_path, config_fi
                                         max_seq_length=48, doc_stride=16, max_query_length=12)
   old = digests(qa)
   assert {"saved_model.pb", "variables/variables.index"} <= set(old)
+  # The export's weights: another model's, head included (an export of random weights is
+  # refused).
+  init = tmp_path_factory.mktemp("init") / "bert_model.ckpt"
+  model = _tiny_answerer_model(5)
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  checkpoints.save_google_checkpoint(model, str(init))
   args = ("run_squad.py", f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
-          f"--output_dir={tmp_path / 'out'}", f"--export_dir={qa}", "--seed=5", *LENGTHS)
+          f"--output_dir={tmp_path / 'out'}", f"--export_dir={qa}", f"--init_checkpoint={init}",
+          *LENGTHS)
 
   result = run_script(*args)
   assert error_line(result) == (

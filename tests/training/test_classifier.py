@@ -3,13 +3,14 @@
 
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertConfig
+from bert_tf.modeling import BertConfig, checkpoints
 from bert_tf.training import classifier, loop
 from tests.conftest import FIXTURES
 from tests.reference import google_models
@@ -267,10 +268,20 @@ def test_tfds_gives_the_same_eval_as_the_tsv_files(tmp_path, uncased_vocab):
     return tf.data.Dataset.from_generator(
         lambda: iter(records), output_signature=self.info.features.get_tensor_spec())
 
+  # The weights evaluated: a seeded classifier's, head included (an eval of random weights
+  # is refused).
+  keras.utils.set_random_seed(4)
+  model = classifier.ClassifierTask(config, task.num_labels).build_model()
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  init = str(tmp_path / "init" / "bert_model.ckpt")
+  checkpoints.save_google_checkpoint(model, init)
+
   def run(out, **kwargs):
     return classifier.run_classifier(
         config, "RTE", str(uncased_vocab), str(tmp_path / out), tf.distribute.get_strategy(),
-        max_seq_length=24, do_eval=True, eval_batch_size=2, seed=4, **kwargs)["eval"]
+        max_seq_length=24, do_eval=True, eval_batch_size=2, init_checkpoint=init,
+        **kwargs)["eval"]
 
   from_files = run("files", data_dir=data_dir)
   with tfds.testing.mock_data(as_dataset_fn=as_dataset):

@@ -1,0 +1,284 @@
+"""One line, not a traceback (issue 27, item 6).
+
+Before, each of these was a Python traceback: an output folder that is a file, under a file or
+on a read-only mount (every TensorFlow script and ``python -m bert_tf``), a vocab without
+[CLS]/[SEP], ``--keep_checkpoint_max=0`` (CheckpointManager's ValueError; the original's "keep
+every checkpoint"), a malformed TF_CONFIG, and a ``gs://`` path with no network (which also
+hung for minutes while TensorFlow's GCS client retried). Each is now one line and exit 1, made
+before anything is written; 0 keeps every checkpoint.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import keras
+import pytest
+import tensorflow as tf
+
+from bert_tf import optimization, paths
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig
+from bert_tf.training import classifier, distribution, loop, pretraining, squad
+from bert_tf.training.pretraining import PretrainingTask
+from tests.conftest import FIXTURES
+from tests.faults.support_export import digests, error_line, run_script
+from tests.reference import google_models
+
+CONFIG_DICT = google_models.tiny_config_dict(vocab_size=30522, max_position_embeddings=64)
+CONFIG = BertConfig.from_dict(CONFIG_DICT)
+SQUAD_V1 = FIXTURES / "squad" / "allennlp_squad_v1.1_sample.json"
+SQUAD_LENGTHS = dict(max_seq_length=48, doc_stride=16, max_query_length=12)
+
+
+@pytest.fixture(name="config_file")
+def _config_file(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(CONFIG_DICT))
+  return path
+
+
+@pytest.fixture(name="read_only")
+def _read_only(tmp_path):
+  """A real read-only bind mount of a folder holding one file (as root, chmod would not stop
+  a write); skipped where mounting is not permitted."""
+  source, mount = tmp_path / "ro_source", tmp_path / "ro"
+  source.mkdir()
+  mount.mkdir()
+  (source / "kept.txt").write_text("kept")
+  bound = subprocess.run(["mount", "--bind", str(source), str(mount)], capture_output=True,
+                         text=True, check=False)
+  if bound.returncode:
+    pytest.skip(f"mount --bind is not permitted here: {bound.stderr.strip()}")
+  try:
+    remount = subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)],
+                             capture_output=True, text=True, check=False)
+    if remount.returncode:
+      pytest.skip(f"a read-only remount is not permitted here: {remount.stderr.strip()}")
+    with pytest.raises(OSError):
+      (mount / "probe").write_text("x")
+    yield mount
+  finally:
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def _output_dir(tmp_path, read_only, case):
+  """(output_dir, expected message) for an output folder that cannot be used."""
+  if case == "a file":
+    out = tmp_path / "out"
+    out.write_text("mine")
+    return out, f"--output_dir {out} is a file, not a folder"
+  if case == "under a file":
+    (tmp_path / "notes.txt").write_text("mine")
+    out = tmp_path / "notes.txt" / "out"
+    return out, f"--output_dir {out}: {tmp_path / 'notes.txt'} is a file, not a folder"
+  out = read_only / "out"
+  return out, (f"--output_dir {out}: cannot write there (in {read_only}, where it would be "
+               "made): Read-only file system")
+
+
+def _run(script, out, uncased_vocab):
+  """The library function each TensorFlow script calls, with training asked for."""
+  strategy = tf.distribute.get_strategy()
+  if script == "run_classifier":
+    return classifier.run_classifier(CONFIG, "MRPC", str(uncased_vocab), str(out), strategy,
+                                     data_dir=str(FIXTURES / "glue" / "MRPC"), do_train=True,
+                                     max_seq_length=32)
+  if script == "run_squad":
+    return squad.run_squad(CONFIG, str(uncased_vocab), str(out), strategy, do_train=True,
+                           train_file=str(SQUAD_V1), **SQUAD_LENGTHS)
+  return pretraining.run_pretraining(CONFIG, str(FIXTURES / "none.tfrecord"), str(out),
+                                     strategy, do_train=True, max_seq_length=32)
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file", "read-only"])
+@pytest.mark.parametrize("script", ["run_classifier", "run_squad", "run_pretraining"])
+def test_an_output_dir_that_cannot_be_used(tmp_path, uncased_vocab, script, case, request):
+  read_only = request.getfixturevalue("read_only") if case == "read-only" else None
+  out, message = _output_dir(tmp_path, read_only, case)
+  before = digests(tmp_path)
+  with pytest.raises(BertTfError) as error:
+    _run(script, out, uncased_vocab)
+  assert str(error.value) == message
+  assert digests(tmp_path) == before
+
+
+def test_the_scripts_say_it_in_one_line(tmp_path, config_file, uncased_vocab, read_only):
+  """The same through each script and the CLI: exit 1, one line, nothing written."""
+  (tmp_path / "notes.txt").write_text("mine")
+  lines = tmp_path / "lines.txt"
+  lines.write_text("the cat sat\n")
+  before = digests(tmp_path)
+  common = (f"--bert_config_file={config_file}", "--max_seq_length=32")
+  result = run_script("run_pretraining.py", f"--input_file={tmp_path}/none.tfrecord",
+                      f"--output_dir={config_file}", "--do_train=True", *common)
+  assert error_line(result) == (f"run_pretraining.py: error: --output_dir {config_file} is a "
+                                "file, not a folder")
+  result = run_script("run_classifier.py", "--task_name=MRPC", "--do_train=True",
+                      f"--data_dir={FIXTURES / 'glue' / 'MRPC'}", f"--vocab_file={uncased_vocab}",
+                      f"--output_dir={tmp_path}/notes.txt/out", *common)
+  assert error_line(result) == (f"run_classifier.py: error: --output_dir {tmp_path}/notes.txt/"
+                                f"out: {tmp_path}/notes.txt is a file, not a folder")
+  result = run_script("run_squad.py", "--do_train=True", f"--train_file={SQUAD_V1}",
+                      f"--vocab_file={uncased_vocab}", f"--output_dir={read_only}",
+                      f"--bert_config_file={config_file}", "--max_seq_length=48",
+                      "--doc_stride=16", "--max_query_length=12")
+  assert error_line(result) == (f"run_squad.py: error: --output_dir {read_only}: cannot write "
+                                "there: Read-only file system")
+  result = run_script("extract_features.py", f"--input_file={lines}",
+                      f"--output_file={read_only}/features.jsonl", f"--vocab_file={uncased_vocab}",
+                      f"--init_checkpoint={tmp_path}/x", *common)
+  assert error_line(result) == (f"extract_features.py: error: --output_file {read_only}/"
+                                "features.jsonl: cannot write there: Read-only file system")
+  model = tmp_path / "model"
+  result = run_script("-m", "bert_tf", "embed", f"--model={model}", f"--input_file={lines}",
+                      f"--output_file={read_only}/e.npy")
+  assert error_line(result) == (f"bert_tf embed: error: --output_file {read_only}/e.npy: "
+                                "cannot write there: Read-only file system")
+  result = run_script("-m", "bert_tf", "attention", f"--model={model}", "a cat",
+                      f"--output_png={tmp_path}/notes.txt/heads.png")
+  assert error_line(result) == (f"bert_tf attention: error: --output_png {tmp_path}/notes.txt/"
+                                f"heads.png: {tmp_path}/notes.txt is a file, not a folder")
+  result = run_script("-m", "bert_tf", "embed", f"--model={model}", "--batch_size=0", "a cat",
+                      f"--output_file={tmp_path}/e.npy")
+  assert error_line(result) == "bert_tf embed: error: --batch_size must be at least 1, got 0"
+  assert digests(tmp_path) == before
+
+
+# === Vocab, checkpoints kept, TF_CONFIG ===
+
+@pytest.mark.parametrize("token", ["[CLS]", "[SEP]"])
+def test_a_vocab_without_cls_or_sep(tmp_path, uncased_vocab, token):
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text(uncased_vocab.read_text(encoding="utf-8").replace(f"{token}\n", "[gone]\n"),
+                   encoding="utf-8")
+  message = f"vocab file {vocab}: no {token} token (a BERT vocab needs [UNK], [CLS], [SEP])"
+  with pytest.raises(BertTfError) as error:
+    _run("run_classifier", tmp_path / "mrpc", vocab)
+  assert str(error.value) == message
+  with pytest.raises(BertTfError) as error:
+    _run("run_squad", tmp_path / "squad", vocab)
+  assert str(error.value) == message
+  assert sorted(os.listdir(tmp_path)) == ["vocab.txt"]
+
+
+def _train(model_dir, keep_checkpoint_max, steps=5):
+  """A tiny pretraining run that saves after every step."""
+  keras.utils.set_random_seed(7)
+  task = PretrainingTask(BertConfig.from_dict(google_models.tiny_config_dict()))
+  model = task.build_model()
+  optimizer = optimization.create_optimizer(1e-3, num_train_steps=steps, num_warmup_steps=1)
+  examples = google_models.random_pretraining_features(
+      google_models.tiny_config_dict(), batch_size=4, seq_length=8, num_predictions=2, seed=0)
+  trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer, loop.LoopConfig(
+      model_dir=str(model_dir), num_train_steps=steps, steps_per_loop=1,
+      save_checkpoints_steps=1, keep_checkpoint_max=keep_checkpoint_max))
+  trainer.train(lambda ctx: tf.data.Dataset.from_tensor_slices(examples).repeat().batch(2))
+  return sorted(name for name in os.listdir(model_dir) if name.endswith(".index"))
+
+
+def test_keep_checkpoint_max_0_keeps_every_checkpoint(tmp_path):
+  """The original's convention (tf.estimator.RunConfig: 0 keeps all): one checkpoint per save,
+  5 saves."""
+  assert _train(tmp_path / "all", 0) == [f"ckpt-{step}.index" for step in range(1, 6)]
+  assert _train(tmp_path / "two", 2) == ["ckpt-4.index", "ckpt-5.index"]
+  with pytest.raises(BertTfError) as error:
+    pretraining.run_pretraining(CONFIG, "x.tfrecord", str(tmp_path / "neg"),
+                                tf.distribute.get_strategy(), do_train=True, max_seq_length=32,
+                                keep_checkpoint_max=-1)
+  assert str(error.value) == ("--keep_checkpoint_max must be 0 (keep every checkpoint) or "
+                              "more, got -1")
+
+
+CLUSTER = {"worker": ["localhost:12345", "localhost:12346"]}
+
+
+@pytest.mark.parametrize("tf_config,message", [
+    ('{"cluster": ', "TF_CONFIG is not valid JSON: {json_error}"),
+    ('["worker"]', "TF_CONFIG must be a JSON object with 'cluster' and 'task'"),
+    (json.dumps({"task": {"type": "worker", "index": 0}}),
+     'TF_CONFIG has no \'cluster\' (e.g. {"worker": ["host1:port", "host2:port"]})'),
+    (json.dumps({"cluster": {"worker": "localhost:1"}, "task": {"type": "worker", "index": 0}}),
+     "TF_CONFIG cluster job 'worker' must be a list of 'host:port' addresses, got "
+     "'localhost:1'"),
+    (json.dumps({"cluster": CLUSTER}),
+     'TF_CONFIG has no \'task\' with \'type\' and \'index\' (e.g. {"type": "worker", '
+     '"index": 0})'),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "chief", "index": 0}}),
+     "TF_CONFIG task type 'chief' is not a job of its cluster (worker)"),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": 2}}),
+     "TF_CONFIG task index 2 is out of range: job 'worker' has task(s) 0, 1"),
+    (json.dumps({"cluster": CLUSTER, "task": {"type": "worker", "index": "0"}}),
+     "TF_CONFIG task index '0' is out of range: job 'worker' has task(s) 0, 1"),
+])
+def test_a_malformed_tf_config(monkeypatch, tf_config, message):
+  if "{json_error}" in message:
+    try:
+      json.loads(tf_config)
+    except ValueError as e:
+      message = message.format(json_error=e)
+  monkeypatch.setenv("TF_CONFIG", tf_config)
+  with pytest.raises(BertTfError) as error:
+    distribution.get_strategy("multi_worker_mirrored", worker_start_timeout_s=5)
+  assert str(error.value) == message
+
+
+# === gs:// with no network ===
+
+def test_a_gs_path_that_does_not_answer_is_one_line_in_bounded_time(tmp_path):
+  """TensorFlow's GCS client, through a proxy that accepts connections and never answers (a
+  network that drops packets), retries for minutes; the probe gives up after
+  $BERT_TF_REMOTE_TIMEOUT_S seconds with one line."""
+  silent = socket.socket()
+  silent.bind(("127.0.0.1", 0))
+  silent.listen(16)  # the kernel completes the connections; nothing ever answers them
+  proxy = f"http://127.0.0.1:{silent.getsockname()[1]}"
+  env = {"HTTPS_PROXY": proxy, "https_proxy": proxy, "GOOGLE_AUTH_TOKEN_FOR_TESTING": "token",
+         "BERT_TF_REMOTE_TIMEOUT_S": "3"}
+  model = tmp_path / "model"
+  old = {k: os.environ.get(k) for k in env}
+  os.environ.update(env)  # run_script passes os.environ on
+  try:
+    start = time.monotonic()
+    result = run_script("-m", "bert_tf", "embed", f"--model={model}",
+                        "--input_file=gs://bert-tf-no-such-bucket/lines.txt",
+                        f"--output_file={tmp_path}/e.npy")
+    elapsed = time.monotonic() - start
+  finally:
+    for key, value in old.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
+    silent.close()
+  assert error_line(result) == ("bert_tf embed: error: --input_file gs://bert-tf-no-such-"
+                                "bucket/lines.txt: no answer within 3 s (no network?)")
+  assert elapsed < 240  # TensorFlow's start on a loaded machine, plus the 3 s; not minutes
+  assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_gs_error_is_its_first_line():
+  def unreachable(path):
+    raise tf.errors.FailedPreconditionError(
+        None, None, "Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve "
+        f"hostname'\n\twhen reading metadata of {path}")
+  with pytest.raises(BertTfError) as error:
+    paths.check_reachable("--output_dir", "gs://b/out", probe=unreachable)
+  assert str(error.value) == ("--output_dir gs://b/out: cannot reach it: Error executing an HTTP "
+                              "request: libcurl code 6 meaning 'Could not resolve hostname'")
+
+
+def test_only_gs_paths_are_probed_once_per_bucket(monkeypatch, tmp_path):
+  def never(path):
+    raise AssertionError(f"probed {path}")
+  for path in ("hf://org/model", str(tmp_path)):
+    paths.check_reachable("--x", path, probe=never)
+  probed = []
+  monkeypatch.setattr(paths, "check_reachable", lambda label, path: probed.append((label, path)))
+  paths.check_paths(inputs={"--input_file": "gs://b1/a.tfrecord,gs://b1/b.tfrecord",
+                            "--model": "hf://org/model"},
+                    outputs={"--output_dir": paths.Folder("gs://b2/out"),
+                             "--output_file": str(tmp_path / "x.npy")})
+  assert probed == [("--input_file", "gs://b1/a.tfrecord"), ("--output_dir", "gs://b2/out")]
