@@ -15,6 +15,7 @@ import re
 import shutil
 import uuid
 
+from bert_tf import faults
 from bert_tf.errors import BertTfError
 
 
@@ -153,6 +154,7 @@ def atomic_write(path, mode="w"):
   try:
     with open_file(tmp, mode) as f:
       yield f
+    faults.point("atomic_write")
     commit(tmp, path)
   except BaseException:
     discard(tmp)

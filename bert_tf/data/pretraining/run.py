@@ -23,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -86,6 +87,12 @@ _WORKER = {}
 
 def _init_worker(tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
                  num_outputs, gzip):
+  # The parent alone answers Ctrl-C and SIGTERM (one line, its cleanup), and then ends the
+  # workers with SIGTERM (``Pool.terminate``): a Ctrl-C to the whole process group must not
+  # raise in each worker (a traceback each), nor SIGTERM unwind one (the parent's handler,
+  # inherited by the fork).
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
   _WORKER.update(tokenizer=tokenizer, options=options, skip=skip_invalid_utf8, shards=shards,
                  vocab_file=vocab_file, line_tokenizer=LineTokenizer(tokenizer),
                  spill_dir=spill_dir, num_outputs=num_outputs, gzip=gzip)
