@@ -27,7 +27,7 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
 
 A test starts the command with this environment, waits for the ready file (the process is
 then at the point: no race with the work), sends SIGINT, SIGTERM or SIGKILL, and checks what
-is left (``tests/fault_hook.py``).
+is left (``tests/faults/hook.py``).
 """
 
 import errno
