@@ -8,7 +8,7 @@ the SIGTERM of a preemption) would run only when the wait ends, up to the timeou
 
 ``interruptible()`` replaces that call, while the strategy starts, by the same C function
 called through ``ctypes`` (which releases the GIL) in a helper thread; this thread waits for
-the helper in ``Thread.join``, where handlers run at once. The result is the same: the same C
+the helper in short ``Thread.join``s, between which handlers run. The result is the same: the same C
 call, and its error raised as the same ``tf.errors`` class. Where the library or the symbol
 is not found (another TensorFlow build), TensorFlow's own call runs, as before.
 """
@@ -70,7 +70,12 @@ def interruptible():
         args=(_capsule_pointer(context_handle), server_def, len(server_def), status))
     helper.start()
     faults.point("workers_register")
-    helper.join()  # A KeyboardInterrupt leaves the helper waiting, and its status, alone.
+    # Short joins: a signal's handler runs between two of them, wherever the kernel delivered
+    # the signal (a thread of TensorFlow's) and whenever (a join only checks for handlers
+    # when it starts and when a signal interrupts it in this thread). A KeyboardInterrupt
+    # leaves the helper waiting, and its status, alone.
+    while helper.is_alive():
+      helper.join(0.1)
     code = lib.TF_GetCode(status)
     message = (lib.TF_Message(status) or b"").decode("utf-8", "replace")
     lib.TF_DeleteStatus(status)
