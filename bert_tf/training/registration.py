@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import glob
 import os
+import signal
 import threading
 
 from bert_tf import faults
@@ -76,15 +77,27 @@ def interruptible():
     # leaves the helper waiting, and its status, alone.
     while helper.is_alive():
       helper.join(0.1)
+      _restore(handlers)
     code = lib.TF_GetCode(status)
     message = (lib.TF_Message(status) or b"").decode("utf-8", "replace")
     lib.TF_DeleteStatus(status)
     if code:
       raise errors_impl.exception_type_from_error_code(code)(None, None, message)
 
+  # TensorFlow's coordination agent sets a SIGTERM handler of its own as it connects (a flag
+  # for its preemption watcher: the process then goes on), over the script's; the script's
+  # handlers are put back while it waits and once the strategy has started.
+  handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
   original = pywrap_tfe.TFE_EnableCollectiveOps
   pywrap_tfe.TFE_EnableCollectiveOps = enable_collective_ops
   try:
     yield
   finally:
     pywrap_tfe.TFE_EnableCollectiveOps = original
+    _restore(handlers)
+
+
+def _restore(handlers):
+  for signum, handler in handlers.items():
+    if handler is not None:
+      signal.signal(signum, handler)
