@@ -25,9 +25,20 @@ def _prog():
   return os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
 
 
+# Exit statuses of a stop by signal: 128 + the signal's number, as a shell reports a process
+# that the signal killed.
+_STOPS = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
+
+
+class Terminated(KeyboardInterrupt):
+  """SIGTERM (a preemption, ``kill``) in a script that unwinds: raised where the process is,
+  like Ctrl-C's ``KeyboardInterrupt``, so the same cleanup runs."""
+
+
 def stop_at_once_on_ctrl_c(prog=None):
-  """Ctrl-C ends the process where it is: ``prog: interrupted`` and exit 130, no unwinding.
-  ``prog`` defaults to the script's name.
+  """Ctrl-C (SIGINT) and SIGTERM end the process where it is: ``prog: interrupted`` and exit
+  130, or ``prog: terminated`` and exit 143, no unwinding. ``prog`` defaults to the script's
+  name.
 
   A ``KeyboardInterrupt`` lands between any two Python bytecodes, TensorFlow's own included:
   raised inside one of its context managers (a device scope half exited during a checkpoint
@@ -37,17 +48,23 @@ def stop_at_once_on_ctrl_c(prog=None):
   whole, TensorFlow writes checkpoints the same way, and the same command resumes from the
   last checkpoint and removes a killed run's leftovers (``tests/faults/``).
   """
-  line = f"{prog or _prog()}: interrupted\n".encode()
+  prog = prog or _prog()
+  lines = {signum: f"{prog}: {word}\n".encode() for signum, (word, _) in _STOPS.items()}
 
   def handler(signum, frame):  # pylint: disable=unused-argument
     try:
       sys.stdout.flush()
     except Exception:  # pylint: disable=broad-except  # e.g. interrupted inside a print
       pass
-    os.write(2, line)
-    os._exit(130)  # pylint: disable=protected-access
+    os.write(2, lines[signum])
+    os._exit(_STOPS[signum][1])  # pylint: disable=protected-access
 
-  signal.signal(signal.SIGINT, handler)
+  for signum in _STOPS:
+    signal.signal(signum, handler)
+
+
+def _raise_terminated(signum, frame):  # pylint: disable=unused-argument
+  raise Terminated()
 
 
 # absl's help flags; absl itself lists only the flags of the script's own module (none for an
@@ -78,23 +95,26 @@ def _help_asked(argv):
 
 def run(main, ctrl_c_stops_at_once=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
-  Ctrl-C as ``prog: interrupted`` and exit 130: by ``KeyboardInterrupt`` (cleanup code runs),
-  or with ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see
-  ``stop_at_once_on_ctrl_c``)."""
+  Ctrl-C as ``prog: interrupted`` and exit 130, SIGTERM as ``prog: terminated`` and exit 143:
+  by ``KeyboardInterrupt`` (``Terminated`` for SIGTERM; cleanup code runs), or with
+  ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see ``stop_at_once_on_ctrl_c``)."""
 
   def _main(argv):
     if ctrl_c_stops_at_once:
       stop_at_once_on_ctrl_c()
+    else:
+      signal.signal(signal.SIGTERM, _raise_terminated)
     try:
       flag_ranges.check(flags.FLAGS)  # nan, inf, negative rates...: one line, before anything
       return main(argv)
     except BertTfError as e:
       print(f"{_prog()}: error: {e}", file=sys.stderr)
       sys.exit(1)
-    except KeyboardInterrupt:
-      # Ctrl-C: no traceback. Outputs are written under temporary names, so none is half-written.
-      print(f"{_prog()}: interrupted", file=sys.stderr)
-      sys.exit(130)
+    except KeyboardInterrupt as e:
+      # No traceback. Outputs are written under temporary names, so none is half-written.
+      word, code = _STOPS[signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT]
+      print(f"{_prog()}: {word}", file=sys.stderr)
+      sys.exit(code)
 
   asked = _help_asked(sys.argv)
   if asked and asked != "--helpxml":

@@ -17,6 +17,7 @@ import signal
 import sys
 import uuid
 
+from bert_tf import faults
 from bert_tf.errors import BertTfError
 
 
@@ -160,6 +161,7 @@ def atomic_write(path, mode="w"):
   try:
     with open_file(tmp, mode) as f:
       yield f
+    faults.point("atomic_write")
     commit(tmp, path)
   except BaseException:
     discard(tmp)

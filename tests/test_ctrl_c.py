@@ -1,13 +1,16 @@
-"""``cli.stop_at_once_on_ctrl_c``: Ctrl-C (SIGINT) in the middle of work is one line on stderr
-and exit status 130 at once, with no traceback; ``python -m bert_tf`` installs it, and the
-next run removes what the stopped one left."""
+"""``cli.stop_at_once_on_ctrl_c``: Ctrl-C (SIGINT) or SIGTERM in the middle of work is one line
+on stderr and exit status 130 (143 for SIGTERM) at once, with no traceback; ``python -m
+bert_tf`` installs it, and the next run removes what the stopped one left."""
 
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
+
+import pytest
+
+from tests.faults import hook
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,41 +26,44 @@ finally:
 """
 
 
-def test_ctrl_c_is_one_line_and_exit_130_at_once():
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"),
+                                              (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_and_sigterm_are_one_line_and_stop_at_once(signum, code, word):
+  # The process says "ready" once the handlers are in place and then sleeps: the signal lands
+  # in the sleep.
   process = subprocess.Popen([sys.executable, "-c", _WORK], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": ROOT})
   assert process.stdout.readline() == "ready\n"
-  process.send_signal(signal.SIGINT)
+  process.send_signal(signum)
   _, stderr = process.communicate(timeout=60)
-  assert process.returncode == 130
-  assert stderr.splitlines()[-1] == "prog: interrupted"
+  assert process.returncode == code
+  assert stderr.splitlines()[-1] == f"prog: {word}"
   assert "Traceback" not in stderr and "unwound" not in stderr
 
 
-def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, tmp_path):
-  """Ctrl-C while ``python -m bert_tf embed`` writes its output (its temporary file exists):
-  one line, exit 130, the temporary file stays behind (no unwinding), no output; the same
-  command then removes it and writes the whole output."""
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"),
+                                              (signal.SIGTERM, 143, "terminated")])
+def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, tmp_path,
+                                                                   signum, code, word):
+  """Ctrl-C or SIGTERM while ``python -m bert_tf embed`` writes its output (it waits at the
+  fault point ``atomic_write``: the temporary file is whole, not yet renamed): one line, exit
+  130 or 143, the temporary file stays behind (no unwinding), no output; the same command then
+  removes it and writes the whole output."""
   from pydoc_data import topics  # pylint: disable=import-outside-toplevel
-  lines = [" ".join(text.split()[:30]) for text in topics.topics.values()][:400]
+  lines = [" ".join(text.split()[:30]) for text in topics.topics.values()][:40]
   (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n")
   out = tmp_path / "out"
   out.mkdir()
   command = [sys.executable, "-m", "bert_tf", "embed", f"--model={minilm_path}",
              f"--input_file={tmp_path / 'lines.txt'}", f"--output_file={out / 'emb.jsonl'}"]
   env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-  process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
-  deadline = time.monotonic() + 300
-  while not os.listdir(out):
-    assert process.poll() is None, process.communicate()
-    assert time.monotonic() < deadline
-    time.sleep(0.005)
-  process.send_signal(signal.SIGINT)
+  process = hook.start_at_point(command, env, "atomic_write", 1, tmp_path / "ready", cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process.send_signal(signum)
   _, stderr = process.communicate(timeout=60)
-  assert process.returncode == 130, stderr[-2000:]
-  assert stderr.strip().splitlines() == ["bert_tf: interrupted"]
+  assert process.returncode == code, stderr[-2000:]
+  assert stderr.strip().splitlines() == [f"bert_tf: {word}"]
   [left] = os.listdir(out)
   assert re.fullmatch(r"emb\.jsonl\.tmp-\d+-[0-9a-f]{8}", left), left
   again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env,

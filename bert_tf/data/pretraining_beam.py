@@ -68,7 +68,7 @@ class _MakeShard(beam.DoFn if beam else object):
                     num_outputs, gzip)
 
   def setup(self):
-    pretraining._init_worker(*self._config)  # pylint: disable=protected-access
+    pretraining._set_worker_state(*self._config)  # pylint: disable=protected-access
 
   def process(self, shard_index):
     paths, counts, summary = pretraining._shard_records(shard_index)  # pylint: disable=protected-access

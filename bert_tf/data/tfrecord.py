@@ -15,7 +15,6 @@ GZIP files are standard gzip streams (what TensorFlow's ``GZIP`` option reads an
 Shape legend: B records in a batch, W 32-bit words of the longest.
 """
 
-import errno
 import gzip
 import io
 import itertools
@@ -24,6 +23,7 @@ import shutil
 
 import numpy as np
 
+from bert_tf import faults
 from bert_tf import fileio
 
 _POLY = 0x82F63B78  # CRC-32C, reflected.
@@ -166,9 +166,9 @@ class TFRecordWriter:
 
   def __init__(self, path, gzip_compress=False):
     self._file = fileio.open_file(path, "wb")
-    limit = os.environ.get(FAULT_ENOSPC_ENV)
-    if limit:  # A test's full disk (off unless the variable is set): see _FullDisk.
-      self._file = _FullDisk(self._file, path, int(limit))
+    limit = faults.full_disk_after()
+    if limit is not None:  # A test's full disk (off unless BERT_TF_FAULT asks for it).
+      self._file = faults.FullDisk(self._file, path, limit)
     self._gzip_compress = gzip_compress
     self._member = None  # The GZIP member being written.
     self._members = 0
@@ -218,29 +218,6 @@ class TFRecordWriter:
     if self._gzip_compress and not self._members:
       self._stream  # pylint: disable=pointless-statement  # An empty member: a GZIP file.
     self._end_member()
-    self._file.close()
-
-
-FAULT_ENOSPC_ENV = "BERT_TF_FAULT_ENOSPC_AFTER_BYTES"
-
-
-class _FullDisk:
-  """A file on a disk that is full after ``limit`` bytes: writes past it raise
-  ``OSError(ENOSPC)`` as the kernel would. No ``fileno``, so appends go through ``write``."""
-
-  def __init__(self, file, path, limit):
-    self._file, self._path, self._left = file, path, limit
-
-  def write(self, data):
-    if len(data) > self._left:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
-    self._left -= len(data)
-    return self._file.write(data)
-
-  def flush(self):
-    self._file.flush()
-
-  def close(self):
     self._file.close()
 
 

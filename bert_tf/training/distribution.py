@@ -38,7 +38,7 @@ import urllib.parse
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.training import preflight
+from bert_tf.training import preflight, registration
 
 STRATEGIES = ("default", "tpu", "mirrored", "multi_worker_mirrored", "one_device")
 DEFAULT_STRATEGY = "default"
@@ -237,7 +237,8 @@ def _multi_worker_strategy(timeout_s):
   anyone would (see ``DEFAULT_WORKER_START_TIMEOUT_S``), inside a C++ call that holds the GIL,
   so a watchdog thread cannot help. So the coordination service is configured here, before
   the strategy would configure it with its defaults: registration becomes a barrier with
-  ``timeout_s``, which fails on every task that is waiting when a task never came.
+  ``timeout_s``, which fails on every task that is waiting when a task never came; and
+  ``registration.interruptible`` makes the wait one where Ctrl-C and SIGTERM stop at once.
   TensorFlow's API for this is private; if it moved, the strategy starts as TensorFlow
   configures it.
   """
@@ -254,7 +255,8 @@ def _multi_worker_strategy(timeout_s):
   if tasks > 1 and resolver.task_type in jobs:
     _bound_registration(cluster, jobs, timeout_s)
   try:
-    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    with registration.interruptible():  # Ctrl-C and SIGTERM stop the wait at once.
+      return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
   except tf.errors.DeadlineExceededError as e:
     addresses = ", ".join(f"{job} {i} at {address}" for job in jobs
                           for i, address in enumerate(cluster.job_tasks(job)))

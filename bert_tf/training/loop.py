@@ -29,7 +29,6 @@ import datetime
 import os
 import re
 import shutil
-import signal
 import time
 
 import keras
@@ -37,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import faults
 from bert_tf import fileio
 from bert_tf import progress
 from bert_tf.errors import BertTfError
@@ -346,6 +346,7 @@ class Trainer:
             if stats.get(key) is not None:
               tf.summary.scalar(key, stats[key])
         summary_writer.flush()
+      faults.point("step", step)
       if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0:
         manager.save(checkpoint_number=step, options=_fault_options(step))
         saved_step = step
@@ -634,38 +635,29 @@ def clean_save_leftovers(model_dir, progress):
       os.remove(path)
 
 
-# === Fault injection (tests only; off unless BERT_TF_FAULT is set) ===
-
-FAULT_ENV = "BERT_TF_FAULT"
-
+# === Fault points inside a save (tests only; see bert_tf.faults) ===
 
 def _fault_options(step):
-  """``CheckpointOptions`` that SIGKILL this process inside the save of ``ckpt-<step>``.
-
-  ``BERT_TF_FAULT=save_start:<step>``: in TF's sharding callback, before any file is written;
-  ``save_written:<step>``: after ``ckpt-<step>.*`` are whole, before the ``checkpoint`` state
-  file names them. Anything else (the default, unset): None, the normal save.
-  """
-  fault = os.environ.get(FAULT_ENV, "")
-  point, _, at = fault.partition(":")
-  if point not in ("save_start", "save_written") or at != str(step):
+  """``CheckpointOptions`` with the fault point ``save_start`` (in TF's sharding callback,
+  before any file of ``ckpt-<step>`` is written) or ``save_written`` (after its files are
+  whole, before the ``checkpoint`` state file names them) when ``BERT_TF_FAULT`` names it
+  for this step; else None, the normal save."""
+  if faults.armed("save_written", step):
+    return tf.train.CheckpointOptions(
+        experimental_write_callbacks=[lambda *_: faults.point("save_written", step)])
+  if not faults.armed("save_start", step):
     return None
 
-  def kill(*_):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-  if point == "save_written":
-    return tf.train.CheckpointOptions(experimental_write_callbacks=[kill])
-
-  class KillingSharding(tf.train.experimental.ShardingCallback):
+  class FaultSharding(tf.train.experimental.ShardByTaskPolicy):
     @property
     def description(self):
-      return "fault injection"
+      return "TF's default sharding, after the fault point save_start"
 
     def __call__(self, shardable_tensors):
-      kill()
+      faults.point("save_start", step)
+      return super().__call__(shardable_tensors)
 
-  return tf.train.CheckpointOptions(experimental_sharding_callback=KillingSharding())
+  return tf.train.CheckpointOptions(experimental_sharding_callback=FaultSharding())
 
 
 def restore_model(model, model_dir_or_checkpoint):

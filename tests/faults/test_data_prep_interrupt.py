@@ -1,7 +1,10 @@
-"""create_pretraining_data.py interrupted mid-run: Ctrl-C (SIGINT to the whole process group, as
-a terminal sends it) is one line and exit 130 with no file left behind; SIGKILL at seeded points
-after the first temporary file appeared, then the same command, gives the uninterrupted
-outputs byte for byte."""
+"""create_pretraining_data.py stopped mid-run. The run waits at a named point (``bert_tf/faults``:
+``records_written``, after the n-th output file's share or shard of records) while the test
+signals it, so the signal always lands mid-run. Ctrl-C (SIGINT to the whole process group, as
+a terminal sends it) is one line and exit 130; SIGTERM (to the process alone, as a preemption
+sends it) is one line and exit 143; either way no file is left behind and no worker lives on.
+SIGKILL at seeded points, then the same command, gives the uninterrupted outputs byte for
+byte."""
 
 import hashlib
 import os
@@ -9,25 +12,35 @@ import random
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from bert_tf.data.pretraining import run as data_run
 from tests.conftest import FIXTURES
+from tests.faults import hook
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOTU = str(FIXTURES / "pretraining" / "sotu_sample.txt")
 PROG = "create_pretraining_data.py"
 NAMES = ["a.tfrecord", "b.tfrecord"]
+SHARD_SIZE_MB = 0.01
 _ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _command(vocab, folder, workers):
   outputs = ",".join(str(folder / n) for n in NAMES)
   return [sys.executable, os.path.join(ROOT, "data_prep", PROG), f"--input_file={SOTU}",
-          f"--output_file={outputs}", f"--vocab_file={vocab}", "--dupe_factor=150",
+          f"--output_file={outputs}", f"--vocab_file={vocab}", "--dupe_factor=10",
           "--max_seq_length=32", "--max_predictions_per_seq=5", f"--num_workers={workers}",
-          "--shard_size_mb=0.01"]
+          f"--shard_size_mb={SHARD_SIZE_MB}"]
+
+
+def _passes(workers):
+  """How often a whole run passes ``records_written``: once per output file in the reference
+  mode (all records in one write), once per shard in sharded mode."""
+  if workers == "0":
+    return len(NAMES)
+  return len(data_run.plan_shards([SOTU], int(SHARD_SIZE_MB * (1 << 20))))
 
 
 def _listing(folder):
@@ -39,65 +52,82 @@ def _digests(folder):
           for name in _listing(folder)}
 
 
-def _start_and_wait_for_writing(command, folder):
-  """Starts ``command`` in its own process group; returns once a temporary output or spill
-  directory exists in ``folder`` (the run is writing), with the process still running."""
-  proc = subprocess.Popen(command, cwd=ROOT, env=_ENV, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True)
-  deadline = time.monotonic() + 120
-  while not any(".tmp-" in n or ".bert_tf-shards-" in n for n in os.listdir(folder)):
-    assert proc.poll() is None, f"finished before writing anything: {proc.communicate()}"
-    assert time.monotonic() < deadline, "no temporary file appeared in 120 s"
-    time.sleep(0.002)
-  return proc
-
-
 @pytest.fixture(name="clean", scope="module")
-def _clean(tmp_path_factory, minilm_path):
+def _clean(tmp_path_factory, uncased_vocab):
   """The uninterrupted outputs' digests, per --num_workers (the reference mode and sharded
-  mode draw different records), and how long that run wrote (from its first temporary file to
-  its end: the window a kill must land in)."""
+  mode draw different records)."""
   cache = {}
 
   def run(workers):
     if workers not in cache:
       folder = tmp_path_factory.mktemp(f"clean{workers}")
-      proc = _start_and_wait_for_writing(_command(minilm_path / "vocab.txt", folder, workers),
-                                         folder)
-      writing_since = time.monotonic()
-      _, stderr = proc.communicate(timeout=300)
-      assert proc.returncode == 0, stderr[-2000:]
-      cache[workers] = _digests(folder), time.monotonic() - writing_since
+      result = subprocess.run(_command(uncased_vocab, folder, workers), cwd=ROOT, env=_ENV,
+                              capture_output=True, text=True, timeout=300)
+      assert result.returncode == 0, result.stderr[-2000:]
+      assert _listing(folder) == NAMES
+      cache[workers] = _digests(folder)
     return cache[workers]
 
   return run
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
-def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, uncased_vocab, workers):
-  proc = _start_and_wait_for_writing(_command(uncased_vocab, tmp_path, workers), tmp_path)
-  os.killpg(proc.pid, signal.SIGINT)
-  _, stderr = proc.communicate(timeout=120)
-  assert proc.returncode == 130, stderr[-2000:]
-  assert stderr.strip().splitlines() == [f"{PROG}: interrupted"]
-  assert _listing(tmp_path) == []
+def _start_at(command, folder, n):
+  """The command in its own process group, waiting at its n-th ``records_written``: its
+  temporary outputs (and, sharded, the workers' spill folder) exist."""
+  process = hook.start_at_point(command, _ENV, "records_written", n, folder.parent / "ready",
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+  assert any(".tmp-" in name for name in os.listdir(folder)), os.listdir(folder)
+  return process
 
 
-@pytest.mark.parametrize("workers,seed", [("0", 1), ("0", 2), ("2", 3), ("2", 4)])
-def test_sigkill_while_writing_then_the_same_command(tmp_path, uncased_vocab, clean, workers,
-                                                     seed):
-  digests, writing_s = clean(workers)
-  command = _command(uncased_vocab, tmp_path, workers)
-  proc = _start_and_wait_for_writing(command, tmp_path)
-  # A seeded point in the first 60% of the time the uninterrupted run spent writing (measured
-  # on this machine, so the kill lands mid-run however fast the machine is).
-  time.sleep(random.Random(seed).uniform(0.0, 0.6) * writing_s)
-  killed_while_running = proc.poll() is None
-  if killed_while_running:
-    os.killpg(proc.pid, signal.SIGKILL)
-  proc.communicate(timeout=60)
-  assert killed_while_running, "the run ended before the kill; lengthen it (--dupe_factor)"
+def _group_gone(pgid):
+  try:
+    os.killpg(pgid, 0)
+  except ProcessLookupError:
+    return True
+  return False
+
+
+@pytest.mark.parametrize("workers,signum,code,word,point", [
+    ("0", signal.SIGINT, 130, "interrupted", "first"),
+    ("2", signal.SIGINT, 130, "interrupted", "first"),
+    ("0", signal.SIGTERM, 143, "terminated", "last"),
+    ("2", signal.SIGTERM, 143, "terminated", "last")])
+def test_ctrl_c_and_sigterm_are_one_line_and_leave_nothing(tmp_path, uncased_vocab, clean,
+                                                           workers, signum, code, word, point):
+  folder = tmp_path / "out"
+  folder.mkdir()
+  command = _command(uncased_vocab, folder, workers)
+  process = _start_at(command, folder, 1 if point == "first" else _passes(workers))
+  if signum == signal.SIGINT:
+    os.killpg(process.pid, signum)  # a terminal's Ctrl-C: the whole foreground group
+  else:
+    process.send_signal(signum)  # a preemption's SIGTERM: the main process alone
+  _, stderr = process.communicate(timeout=120)
+  assert process.returncode == code, stderr[-2000:]
+  assert stderr.strip().splitlines() == [f"{PROG}: {word}"]
+  assert _listing(folder) == []
+  assert _group_gone(process.pid), "a worker outlived the stopped run"
   again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=_ENV,
                          timeout=300)
   assert again.returncode == 0, again.stderr[-2000:]
-  assert _digests(tmp_path) == digests
+  assert _digests(folder) == clean(workers)
+
+
+@pytest.mark.parametrize("workers,i", [("0", 0), ("0", 1), ("2", 0), ("2", 1)])
+def test_sigkill_while_writing_then_the_same_command(tmp_path, uncased_vocab, clean, workers, i):
+  folder = tmp_path / "out"
+  folder.mkdir()
+  command = _command(uncased_vocab, folder, workers)
+  # The i-th of a seeded order of the run's points: distinct points for each i.
+  n = random.Random(20261125).sample(range(1, _passes(workers) + 1), _passes(workers))[i]
+  process = _start_at(command, folder, n)
+  os.killpg(process.pid, signal.SIGKILL)
+  process.communicate(timeout=60)
+  assert process.returncode == -signal.SIGKILL
+  assert any(".tmp-" in name for name in os.listdir(folder))  # what the next run must clean
+  again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=_ENV,
+                         timeout=300)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert _digests(folder) == clean(workers)

@@ -132,7 +132,7 @@ def test_leftovers_of_a_killed_run_are_removed_and_user_files_kept(tmp_path, voc
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, vocab, workers):
   out = str(tmp_path / "a.tfrecord")
-  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT_ENOSPC_AFTER_BYTES": "1000"}
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT": "enospc:1000"}
   result = subprocess.run(
       [sys.executable, os.path.join(ROOT, "data_prep", PROG), f"--input_file={SOTU}",
        f"--output_file={out}", f"--vocab_file={vocab}", "--dupe_factor=1",

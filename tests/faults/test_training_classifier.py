@@ -1,20 +1,21 @@
 """run_classifier.py killed with SIGKILL at seeded points (inside a checkpoint save, after a
-save's files are whole, after a step), each time followed by the same command: the final
-outputs (checkpoints, Google export, eval_results.txt, test_results.tsv) equal an
-uninterrupted run's byte for byte and no stray file remains. Ctrl-C at seeded points: one
-line, exit 130, and the same command again gives the same outputs."""
+save's files are whole, after a step; named points of ``bert_tf/faults``), each time followed
+by the same command: the final outputs (checkpoints, Google export, eval_results.txt,
+test_results.tsv) equal an uninterrupted run's byte for byte and no stray file remains. Ctrl-C
+and SIGTERM at seeded points (the run waits there for the signal): one line, exit 130 or 143,
+and the same command again gives the same outputs."""
 
 import json
 import os
 import random
 import signal
 import subprocess
-import time
 
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.faults.test_training_pretraining import _digests, _kill_at_line, _state
+from tests.faults import hook
+from tests.faults.test_training_pretraining import SIGNALS, _digests, _state, seeded_points
 from tests.reference import google_models
 from tests.training.test_classifier_script import ROOT, _command
 
@@ -64,34 +65,33 @@ def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_
   rng = random.Random(17)
   start = rng.randint(1, 3)
   written = rng.randint(start + 1, 4)
-  line = rng.randint(written + 1, 5)
+  step = rng.randint(written + 1, 5)
   out = tmp_path / "out"
-  for fault in (f"save_start:{start}", f"save_written:{written}"):
-    result = _run(command, out, env={**_env(), "BERT_TF_FAULT": fault})
-    assert result.returncode == -signal.SIGKILL, (fault, result.stderr[-3000:])
-  assert _state(out)[0] == f"ckpt-{written - 1}"
-  assert os.path.exists(out / f"ckpt-{written}.index")
-  assert _kill_at_line(command(out), f"step {line}/") == -signal.SIGKILL
+  for point, n in (("save_start", start), ("save_written", written), ("step", step)):
+    result = _run(command, out, env=hook.env(_env(), point, n, action="kill"))
+    assert result.returncode == -signal.SIGKILL, (point, n, result.stderr[-3000:])
+    if point == "save_written":
+      assert _state(out)[0] == f"ckpt-{written - 1}"
+      assert os.path.exists(out / f"ckpt-{written}.index")
+  assert _state(out)[0] == f"ckpt-{step - 1}"
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
   _assert_same_outputs(out, straight)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_ctrl_c_stops_at_once_and_the_same_command_gives_the_uninterrupted_outputs(
-    command, straight, tmp_path, seed):
+@pytest.mark.parametrize("signum,i", [(signal.SIGINT, 0), (signal.SIGTERM, 1)])
+def test_ctrl_c_and_sigterm_stop_at_once_and_the_same_command_gives_the_uninterrupted_outputs(
+    command, straight, tmp_path, signum, i):
+  point, n = seeded_points(24, STEPS, 2)[i]  # in a save, after its files, or between steps
   out = tmp_path / "out"
-  process = subprocess.Popen(command(out), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-  for line in process.stdout:
-    if line.startswith("step 2/"):
-      break
-  time.sleep(random.Random(seed).uniform(0.0, 0.5))  # in a step, a save or between them
-  process.send_signal(signal.SIGINT)
+  process = hook.start_at_point(command(out), _env(), point, n, tmp_path / "ready", cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process.send_signal(signum)
   _, stderr = process.communicate(timeout=300)
-  assert process.returncode == 130, stderr[-3000:]
-  assert stderr.strip().splitlines()[-1] == "run_classifier.py: interrupted"
+  code, word = SIGNALS[signum]
+  assert process.returncode == code, (point, n, stderr[-3000:])
+  assert stderr.strip().splitlines()[-1] == f"run_classifier.py: {word}"
   assert "Traceback" not in stderr
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -12,11 +12,11 @@ import random
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 import tensorflow as tf
 
+from tests.faults import hook
 # The module fixture ``workdir`` (TFRecords by Google's create_pretraining_data) and helpers.
 from tests.training.test_run_pretraining import (PRED, ROOT, SEQ, _command, _env,  # noqa: F401
                                                  workdir)
@@ -67,16 +67,10 @@ def straight(workdir, tmp_path_factory):  # noqa: F811
   return out
 
 
-def _kill_at_line(command, needle):
-  """Starts ``command``; SIGKILL as soon as a stdout line starts with ``needle``."""
-  process = subprocess.Popen(command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
-  for line in process.stdout:
-    if line.startswith(needle):
-      break
-  os.kill(process.pid, signal.SIGKILL)
-  process.wait()
-  return process.returncode
+def _kill_at(work, out, point, n):
+  """Runs the command with ``BERT_TF_FAULT=kill:<point>:<n>``: it SIGKILLs itself there."""
+  result = _run(work, out, env=hook.env(_env(), point, n, action="kill"))
+  assert result.returncode == -signal.SIGKILL, (point, n, result.stderr[-3000:])
 
 
 def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_outputs(
@@ -85,19 +79,19 @@ def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_
   start = rng.randint(1, 2)             # killed inside the save of ckpt-<start>, no file yet
   written = rng.randint(start + 1, 4)   # killed after ckpt-<written>.* are whole, before the
   #                                       `checkpoint` state names them
-  line = rng.randint(written + 1, 5)    # killed right after the progress line of a step:
-  #                                       anywhere in that step's save or the next step
+  step = rng.randint(written + 1, 5)    # killed right after the progress line of a step,
+  #                                       before its save
   out = tmp_path / "out"
-  for fault in (f"save_start:{start}", f"save_written:{written}"):
-    result = _run(workdir, out, env={**_env(), "BERT_TF_FAULT": fault})
-    assert result.returncode == -signal.SIGKILL, (fault, result.stderr[-3000:])
+  _kill_at(workdir, out, "save_start", start)
+  _kill_at(workdir, out, "save_written", written)
   assert os.path.exists(out / f"ckpt-{written}.index")
   assert _state(out)[0] == f"ckpt-{written - 1}"  # the kill came before the state update
-  assert _kill_at_line(_command(workdir, out, STEPS, FLAGS),
-                       f"step {line}/") == -signal.SIGKILL
+  _kill_at(workdir, out, "step", step)
+  assert _state(out)[0] == f"ckpt-{step - 1}"
   result = _run(workdir, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
+  assert f"resumed from {out}/ckpt-{step - 1} at step {step - 1}" in result.stdout
   # The same files, byte for byte (checkpoints, Google export, eval_results.txt), none more.
   assert _digests(out) == _digests(straight)
   assert _state(out) == _state(straight)
@@ -240,30 +234,47 @@ def test_failures_are_one_line_errors_and_nothing_is_overwritten(workdir, straig
       assert not out.exists()
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_ctrl_c_is_one_line_and_exit_130(workdir, tmp_path, seed):  # noqa: F811
-  # A checkpoint every step: a seeded delay after "step 2/" lands the interrupt in a step, a
-  # save or between them. (Before Ctrl-C stopped the TensorFlow scripts at once, an interrupt
-  # inside TF's checkpoint code gave "RuntimeError: Exiting device scope without proper scope
-  # nesting" and, once, a segmentation fault at exit.)
+def seeded_points(seed, steps, count):
+  """``count`` distinct (point, step) of a run of ``steps`` steps with a save every step, in a
+  seeded order: inside a save before any file, after a save's files are whole, after a step's
+  progress line."""
+  points = [(p, k) for k in range(1, steps + 1) for p in ("save_start", "save_written", "step")]
+  return random.Random(seed).sample(points, count)
+
+
+SIGNALS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
+
+
+@pytest.mark.parametrize("signum,i", [(signal.SIGINT, 0), (signal.SIGINT, 1),
+                                      (signal.SIGTERM, 2)])
+def test_ctrl_c_and_sigterm_stop_at_once_and_the_same_command_resumes(
+    workdir, straight, tmp_path, signum, i):  # noqa: F811
+  # The run waits at a seeded point (in a save, between its files and the state, or between
+  # steps) while it gets the signal. (Before Ctrl-C stopped the TensorFlow scripts at once, an
+  # interrupt inside TF's checkpoint code gave "RuntimeError: Exiting device scope without
+  # proper scope nesting" and, once, a segmentation fault at exit.)
+  point, n = seeded_points(20261125, STEPS, 3)[i]
   out = tmp_path / "out"
-  process = subprocess.Popen(_command(workdir, out, 1000, FLAGS), cwd=ROOT, env=_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  for line in process.stdout:
-    if line.startswith("step 2/"):
-      break
-  time.sleep(random.Random(seed).uniform(0.0, 0.5))
-  process.send_signal(signal.SIGINT)
+  process = hook.start_at_point(_command(workdir, out, STEPS, FLAGS), _env(), point, n,
+                                tmp_path / "ready", cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+  process.send_signal(signum)
   _, stderr = process.communicate(timeout=300)
-  assert process.returncode == 130, stderr[-3000:]
+  code, word = SIGNALS[signum]
+  assert process.returncode == code, (point, n, stderr[-3000:])
   assert "Traceback" not in stderr
-  assert stderr.strip().splitlines()[-1] == f"{PROG}: interrupted"
-  # Checkpoints are whole or absent: every ckpt-N has its index and data. (An interrupt
-  # between TF's shard write and merge may leave ckpt-N_temp/: the next run removes it.)
+  assert stderr.strip().splitlines()[-1] == f"{PROG}: {word}"
+  # Checkpoints are whole or absent: every ckpt-N has its index and data. (A stop between TF's
+  # shard write and merge may leave ckpt-N_temp/: the next run removes it.)
   names = os.listdir(out)
   for prefix in {n.split(".")[0] for n in names
                  if n.startswith("ckpt-") and not n.split(".")[0].endswith("_temp")}:
     assert {f"{prefix}.index", f"{prefix}.data-00000-of-00001"} <= set(names), names
+  result = _run(workdir, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr
+  assert _digests(out) == _digests(straight)
+  assert _state(out) == _state(straight)
 
 
 def test_the_next_run_removes_temp_files_of_a_stopped_process(tmp_path):

@@ -45,9 +45,10 @@ def env(extra=None):
 
 
 class Workers:
-  """``len(commands)`` worker processes sharing one cluster; ``with`` kills them on exit."""
+  """``len(commands)`` worker processes sharing one cluster; ``with`` kills them on exit.
+  ``worker_env``: {index: environment variables of that worker alone} (a fault point)."""
 
-  def __init__(self, commands, cwd, log_dir, extra_env=None):
+  def __init__(self, commands, cwd, log_dir, extra_env=None, worker_env=None):
     self.ports = free_ports(len(commands))
     self.procs, self.logs = [], []
     for i, command in enumerate(commands):
@@ -55,7 +56,8 @@ class Workers:
       self.logs.append(log)
       self.procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
           command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-          env=env({"TF_CONFIG": tf_config(self.ports, i), **(extra_env or {})})))
+          env=env({"TF_CONFIG": tf_config(self.ports, i), **(extra_env or {}),
+                   **(worker_env or {}).get(i, {})})))
 
   def __enter__(self):
     return self

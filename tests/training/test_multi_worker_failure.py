@@ -2,7 +2,8 @@
 other worker within a bounded time with one line on stderr and exit status 1, not a hang:
 TensorFlow's coordination service heartbeats (10 s) abort the collectives, and the training
 loop says what happened. (A worker killed with SIGKILL: test_multi_worker_resume.py.) A worker
-that never starts: the one that did gives up after --worker_start_timeout_s with one line."""
+that never starts: the one that did gives up after --worker_start_timeout_s with one line;
+Ctrl-C or SIGTERM while it waits stops it at once, with one line."""
 
 import os
 import re
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+from tests.faults import hook
 from tests.training import multi_worker as mw
 
 # Heartbeats time out after 10 s; startup, the failing step and the exit add a few seconds.
@@ -27,9 +29,12 @@ def work(tmp_path_factory, uncased_vocab):
 def test_a_hung_chief_stops_the_other_worker_with_one_line(work, tmp_path):
   victim, survivor, sig = 0, 1, signal.SIGSTOP
   command = mw.pretraining_command(work, tmp_path / "out", steps=100000)
-  with mw.Workers([command] * 2, mw.ROOT, tmp_path, {"TMPDIR": str(tmp_path)}) as workers:
-    assert workers.wait_for(r"^step 3/", mw.RUN_TIMEOUT_S, survivor), workers.output(
-        survivor)[-2000:]
+  # The chief waits at the fault point after step 3 (its coordination threads still answer),
+  # the other worker for it in step 4; then the chief stops answering at all.
+  ready = tmp_path / "ready"
+  with mw.Workers([command] * 2, mw.ROOT, tmp_path, {"TMPDIR": str(tmp_path)},
+                  {victim: hook.env({}, "step", 3, ready)}) as workers:
+    hook.wait_at_point(workers.procs[victim], ready, mw.RUN_TIMEOUT_S)
     os.killpg(workers.procs[victim].pid, sig)
     start = time.time()
     try:
@@ -58,11 +63,24 @@ def test_a_worker_that_never_starts_is_one_line_on_the_one_that_did(work, tmp_pa
   ports = mw.free_ports(2)
   out = tmp_path / "out"
   command = mw.pretraining_command(work, out, extra=["--worker_start_timeout_s=5"])
-  start = time.time()
-  result = subprocess.run(command, cwd=mw.ROOT, capture_output=True, text=True,
-                          timeout=BOUND_S + 60,
-                          env=mw.env({"TF_CONFIG": mw.tf_config(ports, started)}))
+  # Timed from the start of the wait (fault point workers_register), not of the process:
+  # TensorFlow's start-up on a loaded machine is no part of the bound.
+  ready = tmp_path / "ready"
+  process = subprocess.Popen(command, cwd=mw.ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=mw.env({
+                                 "TF_CONFIG": mw.tf_config(ports, started),
+                                 **hook.env({}, "workers_register", 1, ready,
+                                            action="announce")}))
+  try:
+    hook.wait_at_point(process, ready, mw.RUN_TIMEOUT_S)
+    start = time.time()
+    _, stderr = process.communicate(timeout=BOUND_S + 60)
+  finally:
+    if process.poll() is None:
+      process.kill()
+      process.communicate()
   elapsed = time.time() - start
+  result = subprocess.CompletedProcess(command, process.returncode, "", stderr)
   assert result.returncode == 1, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
   assert result.stderr.strip().splitlines()[-1] == (
@@ -70,8 +88,39 @@ def test_a_worker_that_never_starts_is_one_line_on_the_one_that_did(work, tmp_pa
       f"(worker 0 at 127.0.0.1:{ports[0]}, worker 1 at 127.0.0.1:{ports[1]}) started within "
       f"5 s (this is worker {started}); start each one with the same TF_CONFIG cluster and its "
       "own task, or raise --worker_start_timeout_s")
-  assert elapsed < BOUND_S  # TensorFlow's start, the 5 s and the exit
+  assert elapsed < BOUND_S  # the 5 s and the exit
   assert not out.exists() or not [n for n in os.listdir(out) if n.startswith("ckpt")]
+
+
+@pytest.mark.parametrize("started,signum,code,word", [
+    (0, signal.SIGINT, 130, "interrupted"), (1, signal.SIGTERM, 143, "terminated")])
+def test_a_signal_while_waiting_for_the_others_stops_at_once(work, tmp_path, started, signum,
+                                                             code, word):
+  # Only worker `started` runs: it waits for the other to register, up to the default
+  # --worker_start_timeout_s (600 s). It announces the wait (fault point workers_register)
+  # and waits on; Ctrl-C or SIGTERM then stops it at once with one line. The same command, the
+  # other worker started too, then trains to the end.
+  out = tmp_path / "out"
+  command = mw.pretraining_command(work, out, steps=2)
+  ready = tmp_path / "ready"
+  process = subprocess.Popen(command, cwd=mw.ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=mw.env({
+                                 "TF_CONFIG": mw.tf_config(mw.free_ports(2), started),
+                                 **hook.env({}, "workers_register", 1, ready,
+                                            action="announce")}))
+  try:
+    hook.wait_at_point(process, ready, mw.RUN_TIMEOUT_S)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=BOUND_S)  # far from the 600 s
+  finally:
+    if process.poll() is None:
+      process.kill()
+      process.communicate()
+  assert process.returncode == code, stderr[-3000:]
+  assert "Traceback" not in stderr
+  assert stderr.strip().splitlines()[-1] == f"run_pretraining.py: {word}"
+  mw.run_workers([command] * 2, tmp_path, tmp_path)
+  assert (out / "ckpt-2.index").exists()
 
 
 def test_worker_start_timeout_must_be_positive():

@@ -48,4 +48,4 @@ __all__ = [
 # data/pretraining_beam.py: the sharded-mode worker, run in Beam's workers).
 from bert_tf.data.pretraining.corpus import _glob  # noqa: F401 pylint: disable=unused-import
 from bert_tf.data.pretraining.run import (  # noqa: F401 pylint: disable=unused-import
-    _init_worker, _peak_rss_mb, _shard_records)
+    _init_worker, _peak_rss_mb, _set_worker_state, _shard_records)

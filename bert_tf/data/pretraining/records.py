@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 
+from bert_tf import faults
 from bert_tf import fileio
 from bert_tf.data import features as features_lib
 from bert_tf.data import tfrecord
@@ -216,6 +217,7 @@ class RoundRobinWriter:
     for k, writer in enumerate(self._writers):
       # Each file's share in order, file by file: the same files as one record at a time.
       write_joined(writer, records[(k - self._next) % count::count])
+      faults.point("records_written")
     self._next = (self._next + len(records)) % count
     self.written += len(records)
 
@@ -226,6 +228,7 @@ class RoundRobinWriter:
     for writer, path in zip(self._writers, paths):
       writer.write_file(path, compressed)
     self.written += sum(counts)
+    faults.point("records_written")
 
   def commit(self):
     try:

@@ -98,9 +98,22 @@ def _exit_with_parent(parent_pid):
     os._exit(0)  # pylint: disable=protected-access
 
 
-def _init_worker(parent_pid, tokenizer, options, skip_invalid_utf8, shards, vocab_file,
-                 spill_dir, num_outputs, gzip):
+def _init_worker(parent_pid, *config):
+  """A pool worker's start: dies with its parent, leaves signals to it, then takes ``config``
+  (``_set_worker_state``)."""
   _exit_with_parent(parent_pid)
+  # The parent alone answers Ctrl-C and SIGTERM (one line, its cleanup), and then ends the
+  # workers with SIGTERM (``Pool.terminate``): a Ctrl-C to the whole process group must not
+  # raise in each worker (a traceback each), nor SIGTERM unwind one (the parent's handler,
+  # inherited by the fork).
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  _set_worker_state(*config)
+
+
+def _set_worker_state(tokenizer, options, skip_invalid_utf8, shards, vocab_file, spill_dir,
+                      num_outputs, gzip):
+  """What ``_shard_records`` reads, in this worker process (a pool's or a Beam runner's)."""
   _WORKER.update(tokenizer=tokenizer, options=options, skip=skip_invalid_utf8, shards=shards,
                  vocab_file=vocab_file, line_tokenizer=LineTokenizer(tokenizer),
                  spill_dir=spill_dir, num_outputs=num_outputs, gzip=gzip)

@@ -1,0 +1,112 @@
+"""Fault injection for tests: named points where a process under test pauses (so that a test
+sends it a signal exactly there) or kills itself, and a disk that fills up. Off unless the
+environment variable ``BERT_TF_FAULT`` is set; then ``point`` costs one dictionary lookup.
+
+  BERT_TF_FAULT=pause:<point>[:<n>]     at the n-th pass of <point> (default 1), write the file
+                                        named by BERT_TF_FAULT_READY (this process's pid) and
+                                        wait there until a signal ends the process
+  BERT_TF_FAULT=announce:<point>[:<n>]  write that file and go on (for a wait that follows
+                                        the point anyway: the signal lands in the real wait)
+  BERT_TF_FAULT=kill:<point>[:<n>]      SIGKILL this process there
+  BERT_TF_FAULT=enospc:<bytes>          TFRecord files (``data.tfrecord.TFRecordWriter``) see
+                                        a disk that is full after <bytes> bytes
+
+A point passed with a number (``point("step", step)``) fires when that number is n, not at the
+n-th pass: a training step or checkpoint keeps its number across a resumed run. The points:
+
+  records_written   create_pretraining_data (the parent process): one output file's share
+                    of the records, or one shard's records, was written (n-th time)
+  step              training loop: step n's progress line is out, before its checkpoint save
+  save_start        training loop, inside the save of ckpt-<n>, before any file is written
+  save_written      training loop: ckpt-<n>.* are whole, the ``checkpoint`` state does not
+                    name them yet
+  atomic_write      ``fileio.atomic_write``: the temporary file is whole and closed, before
+                    the rename onto the target (n-th write of the process)
+  workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to
+                    register (use ``announce``: the wait itself goes on)
+
+A test starts the command with this environment, waits for the ready file (the process is
+then at the point: no race with the work), sends SIGINT, SIGTERM or SIGKILL, and checks what
+is left (``tests/faults/hook.py``).
+"""
+
+import errno
+import os
+import signal
+import time
+
+FAULT_ENV = "BERT_TF_FAULT"
+READY_ENV = "BERT_TF_FAULT_READY"
+
+_passes = {}
+
+
+def _spec():
+  """``(action, point, n)`` of ``BERT_TF_FAULT`` for a point action, else None."""
+  spec = os.environ.get(FAULT_ENV)
+  if not spec:
+    return None
+  action, _, rest = spec.partition(":")
+  target, _, n = rest.partition(":")
+  if action not in ("pause", "announce", "kill"):
+    return None
+  return action, target, int(n or 1)
+
+
+def armed(name, number):
+  """Whether ``point(name, number)`` would act (for points that need setting up)."""
+  spec = _spec()
+  return spec is not None and spec[1:] == (name, number)
+
+
+def point(name, number=None):
+  """A named point: does what ``BERT_TF_FAULT`` asks here, or nothing (the default)."""
+  spec = _spec()
+  if spec is None or spec[1] != name:
+    return
+  action, _, n = spec
+  if number is None:
+    number = _passes[name] = _passes.get(name, 0) + 1
+  if number != n:
+    return
+  if action == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+  _announce()
+  if action == "pause":
+    while True:  # A signal's handler ends the process (or raises out of the sleep).
+      time.sleep(3600)
+
+
+def _announce():
+  ready = os.environ.get(READY_ENV)
+  if ready:
+    tmp = f"{ready}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(f"{os.getpid()}\n")
+    os.replace(tmp, ready)
+
+
+def full_disk_after():
+  """The byte count of ``BERT_TF_FAULT=enospc:<bytes>``, or None (the default)."""
+  action, _, limit = os.environ.get(FAULT_ENV, "").partition(":")
+  return int(limit) if action == "enospc" else None
+
+
+class FullDisk:
+  """``file`` on a disk that is full after ``limit`` bytes: writes past it raise
+  ``OSError(ENOSPC)`` as the kernel would. No ``fileno``, so appends go through ``write``."""
+
+  def __init__(self, file, path, limit):
+    self._file, self._path, self._left = file, path, limit
+
+  def write(self, data):
+    if len(data) > self._left:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
+    self._left -= len(data)
+    return self._file.write(data)
+
+  def flush(self):
+    self._file.flush()
+
+  def close(self):
+    self._file.close()

@@ -1,0 +1,53 @@
+"""Running a process to a named fault point (``bert_tf/faults.py``) before signalling it.
+
+A test starts the command with ``env(...)`` and waits with ``wait_at_point`` until the process
+announced that it is at the point (it then waits there, with ``pause``): the signal lands
+there, whatever the speed or the load of the machine.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+from bert_tf import faults
+
+WAIT_S = 300  # Start-up of a TensorFlow script on a loaded 2-core machine, and the work before.
+
+
+def env(base, point, n=1, ready=None, action="pause"):
+  """``base`` with ``BERT_TF_FAULT=<action>:<point>:<n>`` (and the ready file, for ``pause``
+  and ``announce``)."""
+  extra = {faults.FAULT_ENV: f"{action}:{point}:{n}"}
+  if ready is not None:
+    extra[faults.READY_ENV] = str(ready)
+  return {**base, **extra}
+
+
+def wait_at_point(process, ready, timeout=WAIT_S):
+  """Waits until ``process`` wrote ``ready`` (it is at the fault point); fails if it ends
+  first or takes more than ``timeout`` s."""
+  deadline = time.monotonic() + timeout
+  while not os.path.exists(ready):
+    if process.poll() is not None:
+      output = process.communicate() if process.stdout or process.stderr else ""
+      raise AssertionError(f"exit {process.returncode} before the fault point: {output}")
+    assert time.monotonic() < deadline, f"not at the fault point after {timeout} s"
+    time.sleep(0.01)
+  return int(open(ready, encoding="utf-8").read())
+
+
+def start_at_point(command, base_env, point, n, ready, **popen):
+  """Starts ``command`` with ``pause`` at ``point`` (n-th pass or number ``n``); returns the
+  process once it waits there."""
+  process = subprocess.Popen(command, env=env(base_env, point, n, ready), **popen)  # pylint: disable=consider-using-with
+  try:
+    wait_at_point(process, ready)
+  except BaseException:
+    if popen.get("start_new_session"):
+      os.killpg(process.pid, signal.SIGKILL)
+    else:
+      process.kill()
+    process.communicate()
+    raise
+  return process
