@@ -8,6 +8,11 @@ environment variable ``BERT_TF_FAULT`` is set; then ``point`` costs one dictiona
   BERT_TF_FAULT=announce:<point>[:<n>]  write that file and go on (for a wait that follows
                                         the point anyway: the signal lands in the real wait)
   BERT_TF_FAULT=kill:<point>[:<n>]      SIGKILL this process there
+  BERT_TF_FAULT=kill_parent:<point>[:<n>]  SIGKILL the parent process there, then go on (a
+                                        data-prep worker whose parent was killed); only a
+                                        parent that leads this process group (the test starts
+                                        it in a session of its own), never the process a child
+                                        is reparented to
   BERT_TF_FAULT=enospc:<bytes>          TFRecord files (``data.tfrecord.TFRecordWriter``) see
                                         a disk that is full after <bytes> bytes
 
@@ -24,6 +29,11 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
                     the rename onto the target (n-th write of the process)
   workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to
                     register (use ``announce``: the wait itself goes on)
+  output_dir_locked a training run holds its --output_dir's lock (``run_lock``)
+  export_swap       SavedModel export with --overwrite_export: the previous export is set
+                    aside, the new one not yet renamed into place
+  google_export_data  Google-format checkpoint: the new data file is in place, the index not
+  shard_start       create_pretraining_data, sharded mode: a worker starts a shard
 
 A test starts the command with this environment, waits for the ready file (the process is
 then at the point: no race with the work), sends SIGINT, SIGTERM or SIGKILL, and checks what
@@ -48,7 +58,7 @@ def _spec():
     return None
   action, _, rest = spec.partition(":")
   target, _, n = rest.partition(":")
-  if action not in ("pause", "announce", "kill"):
+  if action not in ("pause", "announce", "kill", "kill_parent"):
     return None
   return action, target, int(n or 1)
 
@@ -71,6 +81,10 @@ def point(name, number=None):
     return
   if action == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
+  if action == "kill_parent":
+    if os.getppid() == os.getpgid(0):
+      os.kill(os.getppid(), signal.SIGKILL)
+    return
   _announce()
   if action == "pause":
     while True:  # A signal's handler ends the process (or raises out of the sleep).

@@ -13,8 +13,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
-import sys
 import uuid
 
 from bert_tf import faults
@@ -189,33 +187,3 @@ def require_file(path, what="file", flag=None):
     where = f" (--{flag})" if flag else ""
     raise BertTfError(f"{what} not found{where}: {path!r}")
   return path
-
-
-# === Fault injection (tests only; off unless BERT_TF_FAULT names a point) ===
-
-FAULT_ENV = "BERT_TF_FAULT"
-
-
-def fault_point(name):
-  """A named point where a test can stop this process (``BERT_TF_FAULT``, unset in use):
-
-    ``kill_at:<name>``: SIGKILL this process here (a kill between two renames);
-    ``kill_parent_at:<name>``: SIGKILL the parent process here, then go on (a data-prep
-      worker whose parent was killed); only a parent that leads this process group (the test
-      starts it in a session of its own), never the process a child is reparented to;
-    ``pause_at:<name>``: print ``paused at <name>`` on stderr and wait for a line on stdin
-      (the test starts a second process meanwhile).
-  The training loop's checkpoint points (``save_start:<step>``...) are its own
-  (``training.loop``)."""
-  action, _, point = os.environ.get(FAULT_ENV, "").partition(":")
-  if point != name:
-    return
-  if action == "kill_at":
-    os.kill(os.getpid(), signal.SIGKILL)
-  elif action == "kill_parent_at":
-    if os.getppid() == os.getpgid(0):
-      os.kill(os.getppid(), signal.SIGKILL)
-  elif action == "pause_at":
-    sys.stderr.write(f"paused at {name}\n")
-    sys.stderr.flush()
-    sys.stdin.readline()

@@ -39,7 +39,7 @@ import uuid
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import faults, fileio
 from bert_tf.errors import BertTfError
 
 LOCK_FILE = ".bert_tf.lock"
@@ -370,7 +370,7 @@ def one_run_per_output_dir(trajectory):
       chief = distribution.is_chief(arguments["strategy"])
       lock = OutputDirLock(output_dir, progress) if chief else None
       try:
-        fileio.fault_point("output_dir_locked")
+        faults.point("output_dir_locked")
         changed = None
         # A fresh run records its flags now (a run killed after its first checkpoint is
         # resumed against them); if it fails before any checkpoint, the record goes back.

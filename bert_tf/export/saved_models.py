@@ -52,7 +52,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import faults, fileio
 from bert_tf.errors import BertTfError
 from bert_tf.preprocessing import BertPreprocessor, assert_same_batch
 from bert_tf.training.loop import random_states
@@ -242,7 +242,7 @@ def write_atomically(export_dir, write, *, overwrite=False):
     if tf.io.gfile.exists(export_dir):
       old = fileio.temp_name(export_dir + _PREVIOUS)
       tf.io.gfile.rename(export_dir, old)
-      fileio.fault_point("export_swap")  # tests: a kill between the two renames
+      faults.point("export_swap")  # tests: a kill between the two renames
     tf.io.gfile.rename(tmp, export_dir)
   except BaseException:
     if tf.io.gfile.exists(tmp):

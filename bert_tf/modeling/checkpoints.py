@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import faults, fileio
 from bert_tf.errors import BertTfError
 
 # Checkpoint entries that are not model weights: optimizer slots and step counters.
@@ -213,7 +213,7 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
     tf.io.gfile.remove(path + ".index")
   for data_file in data_files:
     fileio.commit(data_file, path + data_file[len(tmp):])
-  fileio.fault_point("google_export_data")  # tests: a kill between the data and the index
+  faults.point("google_export_data")  # tests: a kill between the data and the index
   fileio.commit(tmp + ".index", path + ".index")
   with fileio.atomic_write(os.path.join(directory or ".", "checkpoint")) as f:
     f.write(f'model_checkpoint_path: "{os.path.basename(path)}"\n'

@@ -217,7 +217,7 @@ def test_an_overwrite_killed_between_its_two_renames_loses_nothing(tmp_path):
   killed = subprocess.run(
       [sys.executable, "-c", _WRITE_NEW_EXPORT, str(target)], cwd=ROOT, capture_output=True,
       text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-                                   "BERT_TF_FAULT": "kill_at:export_swap"})
+                                   "BERT_TF_FAULT": "kill:export_swap"})
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert not target.exists()
   aside = [n for n in os.listdir(tmp_path) if n.startswith("export.previous.tmp-")]

@@ -51,7 +51,7 @@ def test_a_reexport_killed_between_data_and_index_is_never_mixed(tmp_path):
   first = _export(prefix, 1)
   assert first.returncode == 0, first.stderr[-3000:]
   assert _read(prefix) == (1, float(first.stdout.split()[-1]))
-  killed = _export(prefix, 2, fault="kill_at:google_export_data")
+  killed = _export(prefix, 2, fault="kill:google_export_data")
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   # The new data is in place, the old index is gone: nothing loads, nothing mixed.
   assert os.path.exists(f"{prefix}.data-00000-of-00001")

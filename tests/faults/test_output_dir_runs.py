@@ -1,8 +1,8 @@
 """Two runs on one --output_dir (issue 27, item 1): real run_pretraining processes.
 
 The first run stops at a named point once it holds the folder's lock (``BERT_TF_FAULT=
-pause_at:output_dir_locked``: it prints ``paused at output_dir_locked`` and waits for a line
-on stdin), so the second starts while the first certainly holds it; no timing. Each case
+pause:output_dir_locked``, ``tests/faults/hook.py``: it waits there until killed), so the
+second starts while the first certainly holds it; no timing. Each case
 checks the exit status, the one line, and the folder's files byte for byte (sha256).
 """
 
@@ -16,6 +16,7 @@ import subprocess
 import pytest
 import tensorflow as tf
 
+from tests.faults import hook
 from tests.faults.test_training_pretraining import _digests
 from tests.training.test_run_pretraining import ROOT, _command, _env, workdir  # noqa: F401
 
@@ -44,14 +45,9 @@ def base(workdir, tmp_path_factory):  # noqa: F811
   return out
 
 
-def _start_paused(command):
-  process = subprocess.Popen(command, cwd=ROOT, text=True, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env={**_env(), "BERT_TF_FAULT": "pause_at:output_dir_locked"})
-  for line in process.stderr:
-    if line.strip() == "paused at output_dir_locked":
-      return process
-  raise AssertionError(f"exited {process.wait()} before the pause point")
+def _start_paused(command, ready):
+  return hook.start_at_point(command, _env(), "output_dir_locked", 1, ready, cwd=ROOT,
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _latest(out):
@@ -65,7 +61,7 @@ def test_two_runs_a_killed_holder_and_changed_flags(workdir, base, tmp_path):  #
   out = tmp_path / "out"
   shutil.copytree(base, out)
   before = _digests(out)
-  first = _start_paused(_resume_command(workdir, out))
+  first = _start_paused(_resume_command(workdir, out), tmp_path / "ready")
   try:
     record = json.loads((out / ".bert_tf.lock").read_text())
     holding = _digests(out)

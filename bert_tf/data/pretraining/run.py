@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from bert_tf import fileio
+from bert_tf import faults, fileio
 from bert_tf.data import tfrecord
 from bert_tf.data.pretraining.corpus import LineTokenizer, expand_input_files, iter_lines
 from bert_tf.data.pretraining.instances import InstanceOptions, records_from_text, special_token_ids
@@ -129,7 +129,7 @@ def _shard_records(shard_index):
   pipe made the parent the bottleneck (receiving and writing them cost it about an eighth of
   all the workers' work, and compressing them would cost more than all of it).
   """
-  fileio.fault_point("shard_start")
+  faults.point("shard_start")
   options = _WORKER["options"]
   summary = Summary(shards=1)
   path, start, end = _WORKER["shards"][shard_index]
