@@ -317,7 +317,7 @@ def run_step(args):
       lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
   n = tf.constant(1, tf.int32)
   loss = float(train_loop(iterator, n).numpy())
-  concrete = train_loop.get_concrete_function(iterator, n)
+  concrete = train_loop.compiled.get_concrete_function(iterator, n)
   print("CENSUS " + json.dumps({"loss": loss, "non_xla_ops": _count_non_xla_ops(concrete)}),
         flush=True)
 

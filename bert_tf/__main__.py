@@ -344,7 +344,7 @@ def _check_paths(args):
       inputs={"--input_file": getattr(args, "input_file", None), "--model": model,
               "--vocab_file": args.vocab_file, "--bert_config_file": args.bert_config_file},
       outputs={f"--{name}": getattr(args, name, None)
-               for name in ("output_file", "output_dir", "plot", "output_html", "output_png")})
+               for name in ("output_file", "plot", "output_html", "output_png")})
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,

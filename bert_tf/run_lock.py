@@ -86,6 +86,10 @@ class OutputDirLock:
     # A folder made for the lock alone is removed with it (a run that fails its checks
     # leaves no empty --output_dir behind).
     self._created = not fileio.exists(output_dir)
+    # A folder that is a file, lies under a file or cannot be written: one line that says so
+    # (``paths``), before anything is made.
+    from bert_tf import paths  # pylint: disable=import-outside-toplevel
+    paths.check_writable("--output_dir", output_dir, is_folder=True)
     try:
       fileio.makedirs(output_dir)
     except OSError as e:

@@ -28,8 +28,9 @@ from bert_tf.errors import BertTfError
 _SHUFFLE_RECORDS = 100  # the original's record-level shuffle buffer after interleaving
 
 
-def expand_file_patterns(file_patterns):
-  """Comma-separated string or list of files/globs -> sorted list of files (error if none).
+def expand_file_patterns(file_patterns, flag="--input_file"):
+  """Comma-separated string or list of files/globs -> sorted list of files (error if none,
+  naming ``flag``).
 
   A glob leaves out ``fileio.temp_name`` files (``<name>.tmp-<pid>-<8 hex>``): the half
   written output of a data preparation still running or killed, never an input.
@@ -46,7 +47,7 @@ def expand_file_patterns(file_patterns):
     if not matched:
       why = (f" (only {temps[0]!r}, the temporary file of a write that is running or was "
              "stopped)" if temps else "")
-      raise BertTfError(f"no input files match {pattern.strip()!r} (--input_file){why}")
+      raise BertTfError(f"no input files match {pattern.strip()!r} ({flag}){why}")
     files.extend(sorted(matched))
   return files
 

@@ -373,7 +373,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   write_labels = lambda folder: classifier_labels.write(  # noqa: E731
       folder, label_list, is_regression=glue_task.is_regression, task_name=glue_task.name,
       do_lower_case=do_lower_case, max_seq_length=max_seq_length)
-  if distribution.is_chief(strategy) and not loop.latest_checkpoint(output_dir):
+  if do_train and distribution.is_chief(strategy) and not loop.latest_checkpoint(output_dir):
     write_labels(output_dir)  # The label names: bert_tf.load(output_dir).classify(...)
   if seed is not None:
     keras.utils.set_random_seed(seed)

@@ -231,6 +231,7 @@ class Trainer:
       mean_loss, self._non_finite_step = steps(iterator, num_steps)
       return mean_loss
 
+    train_loop.compiled = steps  # the tf.function itself (its graph: bench/hlo_census.py)
     self._train_loop = train_loop
     return train_loop
 

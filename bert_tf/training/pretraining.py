@@ -170,8 +170,10 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   if not do_train:
     preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
                               init_checkpoint, output_dir)
+  eval_files = (pipeline.expand_file_patterns(
+      eval_input_file or input_file,
+      "--eval_input_file" if eval_input_file else "--input_file") if do_eval else [])
   train_files = pipeline.expand_file_patterns(input_file) if do_train else []
-  eval_files = pipeline.expand_file_patterns(eval_input_file or input_file) if do_eval else []
   for files in (train_files, eval_files if eval_files != train_files else []):
     if files:
       input_checks.check_pretraining_inputs(

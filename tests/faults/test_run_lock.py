@@ -192,13 +192,13 @@ def test_an_output_dir_that_cannot_be_created_or_written_is_one_line(tmp_path):
   (tmp_path / "file").write_text("x")
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path / "file"))
-  assert str(error.value) == f"--output_dir '{tmp_path}/file': cannot create it (File exists)"
+  assert str(error.value) == f"--output_dir {tmp_path}/file is a file, not a folder"
   if os.geteuid() == 0:
     pytest.skip("root writes in read-only folders")
   (tmp_path / "ro").mkdir(mode=0o555)
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path / "ro"))
-  assert str(error.value) == f"--output_dir '{tmp_path}/ro': cannot write in it (Permission denied)"
+  assert str(error.value) == f"--output_dir {tmp_path}/ro: cannot write there: Permission denied"
 
 
 def test_a_fresh_run_that_fails_before_a_checkpoint_leaves_no_record(tmp_path):
