@@ -75,11 +75,12 @@ def squad_batch(config, batch_size, seq_length, seed=0):
   }
 
 
-def measure(step, min_repeats=3, max_repeats=20, budget_s=20.0, warmup=2):
+def measure(step, min_repeats=3, max_repeats=20, budget_s=20.0, warmup=2, before_timed=None):
   """Times ``step()`` (which must block until its result is ready): returns a dict.
 
   ``first_call_s`` is the first call (tracing / XLA compilation / allocator warm-up
-  included); then ``warmup - 1`` more untimed calls; then timed calls until ``max_repeats``,
+  included); then ``warmup - 1`` more untimed calls; then ``before_timed()`` if given (e.g.
+  to reset a peak-memory counter); then timed calls until ``max_repeats``,
   or ``budget_s`` seconds once ``min_repeats`` are done. ``median_s`` is their median wall
   time, ``median_cpu_s`` the median CPU time of the process (all its threads) per call.
   """
@@ -88,6 +89,8 @@ def measure(step, min_repeats=3, max_repeats=20, budget_s=20.0, warmup=2):
   first = time.perf_counter() - start
   for _ in range(warmup - 1):
     step()
+  if before_timed is not None:
+    before_timed()
   times, cpu_times = [], []
   begin = time.perf_counter()
   while len(times) < max_repeats:
