@@ -37,6 +37,13 @@ of one more host call, GPU kernel time per update by kind and the largest kernel
   .venv/bin/python bench/bench_pretraining_gpu.py --models=large --phases=1,2 --squad=false \\
       --dtypes=bfloat16 --xla=true --profile --torch_python=/path/to/torchvenv/bin/python
 
+GPU memory is the peak of bytes in use over the timed calls (``get_memory_info``, reset after
+the warm-up; the peer's ``torch.cuda.max_memory_allocated`` is reset the same way); the
+whole process's peak is reported beside it. ``--profile`` also prints the device events per
+update and where the GPU idled between them. ``--distribution_strategies=default,one_device``
+compares the input copied to the GPU inside the loop with the input fetched ahead;
+``--xla_flags`` adds XLA flags (e.g. command buffers, i.e. CUDA graphs) to every row.
+
 Check it runs (CPU, tiny config, a few seconds per row):
 
   .venv/bin/python bench/bench_pretraining_gpu.py --smoke
@@ -83,6 +90,11 @@ def define_flags():
   flags.DEFINE_float("attention_probs_dropout_prob", None,
                      "Override the config's attention dropout (0: the fused kernel applies "
                      "to training; default: the config's 0.1, the original recipe).")
+  flags.DEFINE_list("distribution_strategies", ["default"],
+                    "Strategies to run side by side (bert_tf.training.distribution): default "
+                    "(run_pretraining.py's default; the batch is copied to the GPU inside the "
+                    "loop, one copy per update) and/or one_device (OneDeviceStrategy fetches "
+                    "the input to the GPU ahead of the loop).")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -98,6 +110,10 @@ def define_flags():
   flags.DEFINE_string("torch_python", None, "An interpreter with torch (CUDA) and transformers: "
                       "also run the Hugging Face peer (bench/_torch_peer.py --device=cuda "
                       "--compile) on every pretraining row and print the side-by-side table.")
+  flags.DEFINE_string("xla_flags", None, "Appended to XLA_FLAGS for every row (and recorded "
+                      "in its result), e.g. --xla_gpu_enable_command_buffer=FUSION,CUBLAS,"
+                      "CUBLASLT,CUSTOM_CALL (CUDA graphs) or --xla_gpu_enable_command_buffer= "
+                      "(none). Rows run in-process see it only if set before the first compile.")
   flags.DEFINE_string("worker", None, "Internal: one row as JSON; prints a RESULT line.")
 
 
@@ -108,19 +124,21 @@ FLAGS = flags.FLAGS
 
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
                 num_predictions=None, profile=False, profile_top=30,
-                attention_implementation="auto", attention_probs_dropout_prob=None):
+                attention_implementation="auto", attention_probs_dropout_prob=None,
+                distribution_strategy="default"):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
   phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
-  ``kernel_profile``) to the result.
+  ``kernel_profile``) to the result. ``distribution_strategy``: a name of
+  ``bert_tf.training.distribution.get_strategy``.
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
   from bert_tf import flops, optimization  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
-  from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import DTYPE_POLICIES, distribution, loop  # noqa: E501 pylint: disable=import-outside-toplevel
   from bert_tf.training.pretraining import PretrainingTask  # noqa: E501 pylint: disable=import-outside-toplevel
   from bert_tf.training.squad import SquadTask  # pylint: disable=import-outside-toplevel
 
@@ -145,7 +163,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
     flops_per_sequence = flops.train_flops_per_sequence(config, seq_length, num_predictions)
 
   keras.utils.set_random_seed(0)
-  strategy = tf.distribute.get_strategy()
+  strategy = distribution.get_strategy(distribution_strategy)
   with strategy.scope():
     bert_model = bert_task.build_model(dtype=DTYPE_POLICIES[dtype])
     optimizer = optimization.create_optimizer(1e-4, num_train_steps=100000,
@@ -158,9 +176,15 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
   n = tf.constant(steps_per_loop, tf.int32)
 
+  gpu = bool(tf.config.list_physical_devices("GPU"))
   start = time.perf_counter()
   loss = float(train_loop(iterator, n).numpy())  # tracing, compilation, autotuning
   warmup_s = time.perf_counter() - start
+  if gpu:
+    # The warm-up's peak includes XLA's autotuning scratch; the timed calls' peak is what
+    # training holds (the PyTorch peer resets its peak after its warm-up the same way).
+    warmup_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"]
+    tf.config.experimental.reset_memory_stats("GPU:0")
   times = []
   for _ in range(loops):
     start = time.perf_counter()
@@ -174,6 +198,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "model": model, "task": task, "dtype": dtype, "xla": xla, "batch_size": batch_size,
       "attention_implementation": attention_implementation,
       "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+      "distribution_strategy": distribution_strategy,
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
@@ -185,20 +210,33 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "loss": loss, "steps_done": int(optimizer.iterations.numpy()),
       "device": device,
   }
-  if tf.config.list_physical_devices("GPU"):
-    result["peak_gpu_memory_gb"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 1e9
+  if gpu:
+    # Bytes in use by TensorFlow's allocator (which XLA's buffers come from too), the same
+    # measure as torch.cuda.max_memory_allocated; not what the allocator reserved (memory
+    # growth is on in the worker; without it TensorFlow reserves nearly the whole GPU, which
+    # get_memory_info does not count either).
+    info = tf.config.experimental.get_memory_info("GPU:0")
+    result["peak_gpu_memory_gb"] = info["peak"] / 1e9  # over the timed calls
+    result["peak_gpu_memory_gb_with_warmup"] = max(info["peak"], warmup_peak) / 1e9
+    result["gpu_memory_in_use_gb"] = info["current"] / 1e9  # between calls: weights, slots
   if profile:
     logdir = tempfile.mkdtemp(prefix="bench_profile_")
     tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
     train_loop(iterator, n).numpy()
+    traced_s = time.perf_counter() - start
     tf.profiler.experimental.stop()
     result["profile"] = kernel_profile(logdir, steps_per_loop, profile_top)
+    # The traced call's wall time per update (the profiler slows the host a little).
+    result["profile"]["wall_ms"] = traced_s * 1e3 / steps_per_loop
   return result
 
 
 # === --profile: the device kernels of one traced host call ===
 
-KINDS = ("GEMM", "attention", "transpose", "reduce", "elementwise", "non-XLA")
+KINDS = ("GEMM", "attention", "transpose", "reduce", "elementwise", "non-XLA", "memcpy")
+# Idle stretches between device events, by length (microseconds): (upper bound, label).
+GAP_BINS = ((10, "< 10 us"), (100, "10-100 us"), (1000, "0.1-1 ms"), (float("inf"), ">= 1 ms"))
 
 
 def kernel_kind(name):
@@ -206,8 +244,11 @@ def kernel_kind(name):
   (``input_transpose_fusion``, ``input_reduce_fusion``, ``loop_add_fusion``,
   ``gemm_fusion_dot``); cuBLAS/cuDNN kernels are GEMMs (``nvjet``, ``cutlass``, ``gemm``) or
   fused attention (``fmha``, ``sdpa``, ``flash``); TensorFlow's own kernels (Eigen, cub,
-  ``tensorflow::``) ran outside XLA."""
+  ``tensorflow::``) ran outside XLA; the profiler's ``MemcpyH2D``/``Memset`` events are
+  copies, not kernels."""
   low = name.lower()
+  if low.startswith(("memcpy", "memset")):
+    return "memcpy"
   if any(k in low for k in ("fmha", "sdpa", "flash")):
     return "attention"
   if any(k in name for k in ("Eigen::", "tensorflow::", "cub::", "BlockReduceKernel",
@@ -223,17 +264,37 @@ def kernel_kind(name):
   return "elementwise"
 
 
-def kernel_profile(logdir, updates, top=30):
-  """Reads the ``*.xplane.pb`` the profiler wrote under ``logdir``: GPU kernel time per update.
+def _busy_and_gaps(intervals):
+  """Merges [start, end) intervals (ps): (time covered, [idle gaps between them])."""
+  busy, gaps, end = 0, [], None
+  for start, stop in sorted(intervals):
+    if end is None or start > end:
+      if end is not None:
+        gaps.append(start - end)
+      busy += stop - start
+      end = stop
+    elif stop > end:
+      busy += stop - end
+      end = stop
+  return busy, gaps
 
-  Returns {"updates", "total_ms", "by_kind": {kind: ms per update}, "kernels": [[ms per
-  update, launches per update, kind, name], ...] (largest first, ``top`` of them)}.
+
+def kernel_profile(logdir, updates, top=30):
+  """Reads the ``*.xplane.pb`` the profiler wrote under ``logdir``: GPU time per update.
+
+  Returns {"updates", "total_ms" (kernel and copy time, summed), "launches" (device events
+  per update), "span_ms" (first event's start to the last one's end, per update), "busy_ms"
+  (time at least one event ran, per update), "idle_ms" (span - busy: the GPU waited),
+  "gaps": {bin label: [idle stretches per update, ms per update]} (``GAP_BINS``),
+  "by_kind": {kind: ms per update}, "kernels": [[ms per update, launches per update, kind,
+  name], ...] (largest first, ``top`` of them)}.
   """
   import glob  # pylint: disable=import-outside-toplevel
   import collections  # pylint: disable=import-outside-toplevel
   from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E501 pylint: disable=import-outside-toplevel
 
   time_ps, launches = collections.Counter(), collections.Counter()
+  intervals = []
   for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:
@@ -251,17 +312,29 @@ def kernel_profile(logdir, updates, top=30):
           name = names.get(event.metadata_id, "?")
           time_ps[name] += event.duration_ps
           launches[name] += 1
+          begin = line.timestamp_ns * 1000 + event.offset_ps
+          intervals.append((begin, begin + event.duration_ps))
   by_kind = collections.Counter()
   for name, ps in time_ps.items():
     by_kind[kernel_kind(name)] += ps / 1e9 / updates
   kernels = [[ps / 1e9 / updates, launches[name] / updates, kernel_kind(name), name]
              for name, ps in time_ps.most_common(top)]
+  busy, gaps = _busy_and_gaps(intervals)
+  span = (max(e for _, e in intervals) - min(b for b, _ in intervals)) if intervals else 0
+  binned = {label: [0.0, 0.0] for _, label in GAP_BINS}
+  for gap in gaps:
+    label = next(label for bound, label in GAP_BINS if gap < bound * 1e6)
+    binned[label][0] += 1 / updates
+    binned[label][1] += gap / 1e9 / updates
   return {"updates": updates, "total_ms": sum(time_ps.values()) / 1e9 / updates,
+          "launches": sum(launches.values()) / updates, "span_ms": span / 1e9 / updates,
+          "busy_ms": busy / 1e9 / updates, "idle_ms": (span - busy) / 1e9 / updates,
+          "gaps": binned,
           "by_kind": {k: by_kind.get(k, 0.0) for k in KINDS}, "kernels": kernels}
 
 
 def profile_tables(profile):
-  """Markdown: GPU kernel time per update by kind, then the largest kernels."""
+  """Markdown: GPU time per update by kind, where the GPU idled, then the largest kernels."""
   total = profile["total_ms"]
   if not total:
     return "no GPU kernels in the trace (no GPU, or the profiler saw none)"
@@ -270,6 +343,13 @@ def profile_tables(profile):
     ms = profile["by_kind"][kind]
     lines.append(f"| {kind} | {ms:.2f} | {100 * ms / total:.0f}% |")
   lines.append(f"| **total** | {total:.2f} | 100% |")
+  lines += ["", f"Per update: {profile['launches']:,.0f} device events (kernels and copies), "
+            f"span {profile['span_ms']:.2f} ms, busy {profile['busy_ms']:.2f} ms, "
+            f"idle {profile['idle_ms']:.2f} ms", "",
+            "| idle stretch | count/update | ms/update |", "|---|---:|---:|"]
+  for _, label in GAP_BINS:
+    count, ms = profile["gaps"][label]
+    lines.append(f"| {label} | {count:,.1f} | {ms:.2f} |")
   lines += ["", "| ms/update | launches/update | kind | kernel |", "|---:|---:|---|---|"]
   for ms, count, kind, name in profile["kernels"]:
     lines.append(f"| {ms:.2f} | {count:g} | {kind} | `{name[:90]}` |")
@@ -308,9 +388,10 @@ def _rows():
   for model in models:
     for task in tasks:
       for dtype in dtypes:
-        for xla, attention in itertools.product(xlas, FLAGS.attention_implementations):
+        for xla, attention, strategy in itertools.product(
+            xlas, FLAGS.attention_implementations, FLAGS.distribution_strategies):
           row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
-                 "attention_implementation": attention,
+                 "attention_implementation": attention, "distribution_strategy": strategy,
                  "attention_probs_dropout_prob": FLAGS.attention_probs_dropout_prob,
                  "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
                  "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
@@ -322,8 +403,15 @@ def _rows():
   return rows
 
 
+def xla_flags_env(environ, extra):
+  """``environ``'s XLA_FLAGS with ``extra`` appended (later flags win in XLA's parser)."""
+  return " ".join(f for f in (environ.get("XLA_FLAGS", ""), extra or "") if f).strip()
+
+
 def _run_subprocess(row):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  if FLAGS.xla_flags:
+    env["XLA_FLAGS"] = xla_flags_env(os.environ, FLAGS.xla_flags)
   proc = subprocess.run([sys.executable, os.path.abspath(__file__),
                          "--worker=" + json.dumps(row)],
                         capture_output=True, text=True, env=env, check=False)
@@ -340,6 +428,8 @@ def run_row(row):
     row = dict(row, profile=True, profile_top=FLAGS.profile_top)
   for _ in range(FLAGS.oom_retries + 1):
     result = measure_row(**row) if FLAGS.in_process else _run_subprocess(row)
+    if FLAGS.xla_flags:
+      result["xla_flags"] = FLAGS.xla_flags
     if not result.get("oom") or row["batch_size"] == 1:
       return result
     print(f"  out of memory at batch {row['batch_size']}; halving", flush=True)
@@ -352,12 +442,23 @@ def _format(result):
           f"xla={str(result['xla']):5s} b{result['batch_size']:<4d}")
   if result.get("attention_implementation", "auto") != "auto":
     name += f" attention={result['attention_implementation']}"
+  if result.get("distribution_strategy", "default") != "default":
+    name += f" strategy={result['distribution_strategy']}"
+  if result.get("xla_flags"):
+    name += f" XLA_FLAGS+={result['xla_flags']}"
   if result.get("failed") or result.get("oom"):
     return f"{name} FAILED: {result.get('error', '')}"
   mfu = f"MFU {100 * result['mfu']:5.1f}%" if result.get("mfu") is not None else "MFU n/a"
   return (f"{name} {result['sequences_per_second']:9.1f} seq/s "
           f"{result['model_tflops_per_second']:7.1f} TFLOP/s {mfu}  loss {result['loss']:.3f}"
-          f"  warm-up {result['warmup_s']:.0f} s")
+          f"  warm-up {result['warmup_s']:.0f} s" + _memory(result))
+
+
+def _memory(result):
+  if result.get("peak_gpu_memory_gb") is None:
+    return ""
+  return (f"  GPU memory peak {result['peak_gpu_memory_gb']:.1f} GB "
+          f"({result.get('peak_gpu_memory_gb_with_warmup', float('nan')):.1f} with warm-up)")
 
 
 def table(results):
@@ -436,6 +537,8 @@ def _nvidia_smi():
 
 
 def run_driver():
+  if FLAGS.xla_flags and FLAGS.in_process:
+    os.environ["XLA_FLAGS"] = xla_flags_env(os.environ, FLAGS.xla_flags)
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   header = {"date": time.strftime("%Y-%m-%d"), "nvidia_smi": _nvidia_smi(),

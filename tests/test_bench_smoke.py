@@ -27,11 +27,20 @@ def _load_bench():
   return module
 
 
+_ROW = dict(batch_size=2, steps_per_loop=3, loops=2, seq_length=16, num_predictions=3)
+
+
+@pytest.fixture(scope="module")
+def phase1_default():
+  """The tiny phase-1 row under the default strategy (shared by two tests)."""
+  return _load_bench().measure_row("tiny", "phase1", "float32", False, **_ROW)
+
+
 @pytest.mark.parametrize("task", ["phase1", "squad"])
-def test_measure_row_runs_the_trainer(task):
+def test_measure_row_runs_the_trainer(task, request):
   bench = _load_bench()
-  result = bench.measure_row("tiny", task, "float32", False, batch_size=2, steps_per_loop=3,
-                             loops=2, seq_length=16, num_predictions=3)
+  result = (request.getfixturevalue("phase1_default") if task == "phase1" else
+            bench.measure_row("tiny", task, "float32", False, **_ROW))
   assert result["steps_done"] == 3 * 3  # one warm-up call + 2 timed calls of 3 updates
   assert math.isfinite(result["loss"])
   assert result["sequences_per_second"] == pytest.approx(2 * 3 * 2 / sum(result["loop_times_s"]))
@@ -74,8 +83,58 @@ def test_kernel_profile_table_from_a_trace(tmp_path):
   assert profile["total_ms"] == pytest.approx(1.0 / 2 * 1.0)  # 1000 us over 2 updates
   assert profile["by_kind"] == pytest.approx({
       "GEMM": 0.3, "attention": 0.01, "transpose": 0.1, "reduce": 0.05, "elementwise": 0.025,
-      "non-XLA": 0.015})
+      "non-XLA": 0.015, "memcpy": 0.0})
   assert profile["kernels"][0] == [pytest.approx(0.3), 1.0, "GEMM", kernels[1]]
   assert [k[3] for k in profile["kernels"]] == [kernels[1], kernels[2], kernels[3]]
   table = bench.profile_tables(profile)
   assert "| transpose | 0.10 | 20% |" in table
+
+
+def test_kernel_profile_idle_gaps_from_a_timeline(tmp_path):
+  """--profile's idle time: the GPU's span minus the time any stream ran something, and the
+  idle stretches binned by length, on a hand-made two-stream timeline (microseconds):
+  compute [1,101] [106,156] [401,501], copies [140,170] [2000,2010]."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+  bench = _load_bench()
+  space = xplane_pb2.XSpace()
+  gpu = space.planes.add(name="/device:GPU:0")
+  for i, name in {1: "loop_add_fusion", 2: "MemcpyH2D", 3: "Memset"}.items():
+    gpu.event_metadata[i].name = name
+  us = 1_000_000  # picoseconds
+  compute = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=1_000)
+  for offset, duration in [(0, 100), (105, 50), (400, 100)]:
+    compute.events.add(metadata_id=1, offset_ps=offset * us, duration_ps=duration * us)
+  copies = gpu.lines.add(name="Stream #9(MemcpyH2D)", timestamp_ns=0)
+  copies.events.add(metadata_id=2, offset_ps=140 * us, duration_ps=30 * us)
+  copies.events.add(metadata_id=3, offset_ps=2000 * us, duration_ps=10 * us)
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "host.xplane.pb").write_bytes(space.SerializeToString())
+
+  profile = bench.kernel_profile(str(tmp_path), updates=1)
+  assert profile["launches"] == 5
+  assert profile["span_ms"] == pytest.approx(2.009)  # 1 us to 2010 us
+  assert profile["busy_ms"] == pytest.approx(0.274)  # 100 + (106..170) 64 + 100 + 10
+  assert profile["idle_ms"] == pytest.approx(2.009 - 0.274)
+  assert profile["gaps"] == {"< 10 us": [1, pytest.approx(0.005)], "10-100 us": [0, 0],
+                             "0.1-1 ms": [1, pytest.approx(0.231)],
+                             ">= 1 ms": [1, pytest.approx(1.499)]}
+  assert profile["by_kind"]["memcpy"] == pytest.approx(0.04)
+  assert profile["by_kind"]["elementwise"] == pytest.approx(0.25)
+  assert "idle 1.74 ms" in bench.profile_tables(profile)
+
+
+def test_xla_flags_are_appended():
+  bench = _load_bench()
+  assert bench.xla_flags_env({}, "--a=1") == "--a=1"
+  assert bench.xla_flags_env({"XLA_FLAGS": "--dump"}, "--a=1") == "--dump --a=1"
+  assert bench.xla_flags_env({"XLA_FLAGS": "--dump"}, None) == "--dump"
+
+
+def test_one_device_strategy_trains_the_same_numbers(phase1_default):
+  """--distribution_strategies=one_device (the input fetched to the device ahead of the
+  loop) trains exactly what the default strategy (run_pretraining.py's default) does."""
+  one_device = _load_bench().measure_row("tiny", "phase1", "float32", False,
+                                         distribution_strategy="one_device", **_ROW)
+  assert one_device["distribution_strategy"] == "one_device"
+  assert one_device["steps_done"] == phase1_default["steps_done"] == 9
+  assert one_device["loss"] == phase1_default["loss"]
