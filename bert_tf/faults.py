@@ -30,7 +30,7 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
   workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to
                     register (use ``announce``: the wait itself goes on)
   output_dir_locked a training run holds its --output_dir's lock (``run_lock``)
-  export_swap       SavedModel export with --overwrite_export: the previous export is set
+  export_swap       an export (SavedModel, Hugging Face) replacing a previous one: that is set
                     aside, the new one not yet renamed into place
   google_export_data  Google-format checkpoint: the new data file is in place, the index not
   shard_start       create_pretraining_data, sharded mode: a worker starts a shard

@@ -18,7 +18,10 @@ The folder holds:
 
 A fine-tuned classifier's or SQuAD head is not written (its encoder is). The folder is written
 under a temporary name beside ``output_dir`` and renamed when whole; an existing
-``output_dir`` must be empty, or (with ``overwrite``) a previous export of this kind.
+``output_dir`` must be empty, or (with ``overwrite``) a previous export of this kind
+(``is_previous_export``), swapped out whole as a SavedModel export is (``swap``: a kill between
+the two renames keeps it aside as ``<output_dir>.previous.tmp-<pid>-<8 hex>``, and the next
+export to ``output_dir`` puts it back first).
 """
 
 import json
@@ -27,8 +30,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
 from bert_tf.errors import BertTfError
+from bert_tf.export import swap
 
 # What an export writes (a folder holding only these is a previous export).
 FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
@@ -87,7 +90,8 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
       f.write("".join(token + "\n" for token in vocab))  # load_vocab's order: the ids
 
-  _write_atomically(output_dir, write, overwrite)
+  swap.write_atomically(output_dir, write, check=lambda path: _check_output_dir(path, overwrite),
+                        is_previous=is_previous_export)
   return output_dir
 
 
@@ -141,6 +145,7 @@ def is_previous_export(path):
 def _check_output_dir(output_dir, overwrite):
   if not output_dir:
     raise BertTfError("no output_dir given")
+  swap.restore_interrupted_overwrite(output_dir, is_previous_export)
   if not tf.io.gfile.exists(output_dir):
     return
   if not tf.io.gfile.isdir(output_dir):
@@ -155,29 +160,3 @@ def _check_output_dir(output_dir, overwrite):
   if not overwrite:
     raise BertTfError(f"output_dir {output_dir!r} holds a previous export: pass overwrite=True "
                       "(--overwrite) to replace it, or give a new path")
-
-
-def _write_atomically(output_dir, write, overwrite):
-  """``write(tmp)`` beside ``output_dir``, then renamed into place (the old export renamed
-  aside first, removed last); the temporary folders of a killed export are removed first."""
-  from bert_tf.export import saved_models  # pylint: disable=import-outside-toplevel
-  output_dir = os.path.normpath(output_dir)
-  parent = os.path.dirname(output_dir)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  saved_models.remove_leftovers(output_dir)
-  tmp = fileio.temp_name(output_dir)
-  old = None
-  try:
-    write(tmp)
-    _check_output_dir(output_dir, overwrite)  # Nothing new appeared meanwhile.
-    if tf.io.gfile.exists(output_dir):
-      old = fileio.temp_name(output_dir)
-      tf.io.gfile.rename(output_dir, old)
-    tf.io.gfile.rename(tmp, output_dir)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.rmtree(tmp)
-    raise
-  if old is not None:
-    tf.io.gfile.rmtree(old)

@@ -50,10 +50,10 @@ with a ``text_b`` of 3 would otherwise be broadcast): a mismatch raises
 import os
 
 import tensorflow as tf
-from absl import logging
 
-from bert_tf import faults, fileio
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
+from bert_tf.export import swap
 from bert_tf.preprocessing import BertPreprocessor, assert_same_batch
 from bert_tf.training.loop import random_states
 
@@ -118,9 +118,9 @@ def check_export_dir(export_dir, *, overwrite=False, output_dir=None):
   Scripts call it before training, so that a bad --export_dir fails in a second, not after
   the run; ``write_atomically`` calls it again just before it replaces anything. A previous
   export that an overwrite killed between its two renames left aside is first put back
-  (``restore_interrupted_overwrite``).
+  (``swap.restore_interrupted_overwrite``).
   """
-  restore_interrupted_overwrite(export_dir)
+  swap.restore_interrupted_overwrite(export_dir, is_previous_export)
   target = _absolute(export_dir)
   if output_dir:
     output = _absolute(output_dir)
@@ -158,99 +158,18 @@ def _new_path(export_dir):
   return candidate
 
 
-# The previous export, renamed aside while the new one is renamed in, is named
-# ``<export_dir>.previous.tmp-<pid>-<8 hex>``: told apart from the new export being written
-# (``<export_dir>.tmp-<pid>-<8 hex>``), so a kill between the two renames loses nothing.
-_PREVIOUS = ".previous"
-
-
-def _leftovers(export_dir):
-  """{path: target} of the temporary folders an export of ``export_dir`` leaves beside it
-  (target: ``export_dir``'s name, or it with ``_PREVIOUS`` for the previous export)."""
-  parent = os.path.dirname(export_dir) or "."
-  try:
-    names = tf.io.gfile.listdir(parent)
-  except tf.errors.NotFoundError:
-    return {}
-  base = os.path.basename(export_dir)
-  found = {}
-  for name in sorted(n.rstrip("/") for n in names):
-    path = os.path.join(parent, name)
-    temp = fileio.temp_target(name)
-    if temp and temp[0] in (base, base + _PREVIOUS) and tf.io.gfile.isdir(path):
-      found[path] = temp[0]
-  return found
-
-
-def restore_interrupted_overwrite(export_dir):
-  """When ``export_dir`` is missing but a previous export that an overwrite renamed aside is
-  there (the overwrite was killed before its new export was renamed in), renames it back, with
-  a warning. Returns the folder it came from, or None."""
-  export_dir = os.path.normpath(export_dir)
-  if tf.io.gfile.exists(export_dir):
-    return None
-  for path, target in _leftovers(export_dir).items():
-    if target.endswith(_PREVIOUS) and is_previous_export(path):
-      tf.io.gfile.rename(path, export_dir)
-      logging.warning("restored the previous export %s from %s: an --overwrite_export was "
-                      "stopped before its new export was in place", export_dir, path)
-      return path
-  return None
-
-
-def remove_leftovers(export_dir):
-  """Removes what an export killed half-way left beside ``export_dir``: its temporary folders,
-  named ``<export_dir>.tmp-<pid>-<8 hex>`` (``fileio.temp_name``: the new export being written)
-  and ``<export_dir>.previous.tmp-<pid>-<8 hex>`` (the previous one renamed aside; first put
-  back if ``export_dir`` is missing, ``restore_interrupted_overwrite``). Other names (a user's)
-  are left alone.
-
-  Returns:
-    The removed paths (list of str, sorted).
-  """
-  export_dir = os.path.normpath(export_dir)
-  restore_interrupted_overwrite(export_dir)
-  removed = []
-  for path in _leftovers(export_dir):
-    tf.io.gfile.rmtree(path)
-    removed.append(path)
-  return sorted(removed)
-
-
 def write_atomically(export_dir, write, *, overwrite=False):
-  """Calls ``write(tmp_dir)``, then renames tmp_dir to ``export_dir``.
+  """Calls ``write(tmp_dir)``, then swaps tmp_dir in as ``export_dir`` (``swap.write_atomically``:
+  the previous export renamed aside, the new one renamed in, the previous one removed; a kill
+  between the two renames loses nothing, the next run puts the previous export back).
 
   ``export_dir`` must pass ``check_export_dir`` (a previous export is replaced only with
-  ``overwrite``): it is checked before ``write`` and again before the rename. The old export
-  is renamed aside, the new one renamed in, then the old one removed: at no moment is
-  ``export_dir`` a mix of both, and a kill between the two renames leaves the previous export
-  whole under a name the next run puts back (``restore_interrupted_overwrite``). A failed
-  ``write`` leaves everything as it was; the temporary folders of a killed one are removed by
-  the next call (``remove_leftovers``).
+  ``overwrite``): it is checked before ``write`` and again before the swap. A failed ``write``
+  leaves everything as it was. Returns ``export_dir``, normalised.
   """
-  check_export_dir(export_dir, overwrite=overwrite)
-  export_dir = os.path.normpath(export_dir)
-  parent = os.path.dirname(export_dir)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  remove_leftovers(export_dir)
-  tmp = fileio.temp_name(export_dir)
-  try:
-    write(tmp)
-    check_export_dir(export_dir, overwrite=overwrite)  # Nothing new appeared meanwhile.
-    old = None
-    if tf.io.gfile.exists(export_dir):
-      old = fileio.temp_name(export_dir + _PREVIOUS)
-      tf.io.gfile.rename(export_dir, old)
-      faults.point("export_swap")  # tests: a kill between the two renames
-    tf.io.gfile.rename(tmp, export_dir)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.rmtree(tmp)
-    raise
-  if old is not None:
-    tf.io.gfile.rmtree(old)
-  return export_dir
+  return swap.write_atomically(
+      export_dir, write, check=lambda path: check_export_dir(path, overwrite=overwrite),
+      is_previous=is_previous_export)
 
 
 def _make_preprocessor(vocab_file, do_lower_case, max_seq_length):

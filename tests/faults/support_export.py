@@ -32,3 +32,20 @@ def digests(folder):
   return {path.relative_to(folder).as_posix():
           None if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
           for path in sorted(folder.rglob("*"))}
+
+
+TINY_VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n"
+
+
+def tiny_encoder(seed):
+  """A one-layer ``BertModel`` whose every weight is drawn from numpy's ``RandomState(seed)``:
+  the same bytes in any process (for exports compared by digest)."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig, BertModel  # pylint: disable=import-outside-toplevel
+  model = BertModel(BertConfig(vocab_size=6, hidden_size=8, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=16,
+                               max_position_embeddings=16))
+  rng = np.random.RandomState(seed)
+  for variable in model.weights:
+    variable.assign(rng.randn(*tuple(variable.shape)).astype(np.float32))
+  return model

@@ -8,9 +8,11 @@ export_dir may not be the output_dir or contain it. Each case: the exact exit st
 line on stderr, and the folder's files byte for byte (sha256) afterwards.
 """
 
+import hashlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -19,11 +21,14 @@ import keras
 import pytest
 import tensorflow as tf
 
-from bert_tf import export
+import bert_tf
+from bert_tf import export, faults
 from bert_tf.errors import BertTfError
+from bert_tf.export import hugging_face
 from bert_tf.modeling import BertConfig, BertSpanLabeler, checkpoints
 from bert_tf.squad import export as squad_export
-from tests.faults.support_export import ROOT, digests, error_line, run_script
+from tests.faults.support_export import (ROOT, TINY_VOCAB, digests, error_line, run_script,
+                                         tiny_encoder)
 from tests.reference import google_models
 
 CONFIG = google_models.tiny_config_dict(vocab_size=30522, max_position_embeddings=64)
@@ -228,9 +233,101 @@ def test_an_overwrite_killed_between_its_two_renames_loses_nothing(tmp_path):
   with pytest.raises(BertTfError, match="holds a previous export: pass --overwrite_export"):
     export.check_export_dir(str(target))
   assert digests(target) == {k.split("/", 1)[1]: v for k, v in before.items() if "/" in k}
-  # The next run with --overwrite_export: the new export, no temporary folder left.
-  again = subprocess.run([sys.executable, "-c", _WRITE_NEW_EXPORT, str(target)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-  assert again.returncode == 0, again.stderr[-3000:]
+  # The next run with --overwrite_export (in this process: no fault): the new export, no
+  # temporary folder left.
+  export.write_atomically(str(target), _write_new_export, overwrite=True)
   assert sorted(os.listdir(tmp_path)) == ["export"]
-  assert (target / "saved_model.pb").read_text() == "new"
+  assert digests(target) == {"saved_model.pb": _sha256("new"), "variables": None}
+
+
+def _write_new_export(folder):  # what _WRITE_NEW_EXPORT writes
+  (pathlib.Path(folder) / "variables").mkdir(parents=True)
+  (pathlib.Path(folder) / "saved_model.pb").write_text("new")
+
+
+def _sha256(text):
+  return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_an_overwrite_stopped_between_its_two_renames_puts_the_previous_export_back(
+    tmp_path, monkeypatch):
+  """Ctrl-C (or any exception) between the two renames: the previous export is renamed back at
+  once, nothing is left beside it, and the exception goes on."""
+  target = tmp_path / "export"
+  _fill(target, {"saved_model.pb": "old", "variables/variables.index": "old variables"})
+  before = digests(tmp_path)
+  passes = []
+
+  def interrupt(name, number=None):
+    del number
+    passes.append(name)
+    if name == "export_swap":
+      assert not target.exists()  # The previous export is aside.
+      raise KeyboardInterrupt
+  monkeypatch.setattr(faults, "point", interrupt)
+  with pytest.raises(KeyboardInterrupt):
+    export.write_atomically(str(target), _write_new_export, overwrite=True)
+  assert passes == ["export_swap"]
+  assert digests(tmp_path) == before
+
+
+def test_an_aside_export_of_another_kind_is_never_deleted(tmp_path):
+  """A Hugging Face export set aside by a killed overwrite, then a SavedModel export to the same
+  path: it is not a SavedModel, so it is neither put back as one nor deleted."""
+  aside = _fill(tmp_path / "export.previous.tmp-4242-0123abcd",
+                {"config.json": "{}", "model.safetensors": "weights", "vocab.txt": "[PAD]\n"})
+  empty_aside = tmp_path / "export.previous.tmp-4242-89abcdef"  # an empty folder set aside
+  empty_aside.mkdir()
+  kept = digests(aside)
+  export.write_atomically(str(tmp_path / "export"), _write_new_export)
+  assert sorted(os.listdir(tmp_path)) == ["export", aside.name]
+  assert digests(aside) == kept
+  assert (tmp_path / "export" / "saved_model.pb").read_text() == "new"
+
+
+_WRITE_NEW_HF_EXPORT = """
+import sys
+import bert_tf
+from tests.faults.support_export import tiny_encoder
+bert_tf.export_hugging_face(tiny_encoder(seed=2), sys.argv[1], vocab_file=sys.argv[2],
+                            overwrite=True)
+"""
+
+
+def test_a_hugging_face_overwrite_killed_between_its_two_renames_loses_nothing(tmp_path):
+  """The Hugging Face export swaps as the SavedModel one does (``bert_tf.export.swap``): a
+  SIGKILL at ``export_swap`` leaves the previous export whole aside and the new one whole in its
+  temporary folder; the next export puts the previous one back first (refused without
+  overwrite), and with overwrite writes the new one, leaving nothing beside it."""
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text(TINY_VOCAB)
+  out = tmp_path / "out"
+  target = out / "hf"
+  bert_tf.export_hugging_face(tiny_encoder(seed=1), str(target), vocab_file=str(vocab))
+  old = digests(target)
+  # What the new export must be: the same model written to a fresh folder.
+  bert_tf.export_hugging_face(tiny_encoder(seed=2), str(tmp_path / "expected"),
+                              vocab_file=str(vocab))
+  new = digests(tmp_path / "expected")
+  assert sorted(old) == sorted(new) == sorted(hugging_face.FILES)
+  assert old["model.safetensors"] != new["model.safetensors"]
+
+  killed = subprocess.run(
+      [sys.executable, "-c", _WRITE_NEW_HF_EXPORT, str(target), str(vocab)], cwd=ROOT,
+      capture_output=True, text=True, timeout=300,
+      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT": "kill:export_swap"})
+  assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+  left = {re.sub(r"tmp-\d+-[0-9a-f]{8}$", "tmp-*", name): name for name in os.listdir(out)}
+  assert sorted(left) == ["hf.previous.tmp-*", "hf.tmp-*"]  # No hf: between the renames.
+  assert digests(out / left["hf.previous.tmp-*"]) == old
+  assert digests(out / left["hf.tmp-*"]) == new
+
+  # The next run without overwrite: the previous export is back, and refused.
+  with pytest.raises(bert_tf.BertTfError, match=r"holds a previous export: pass overwrite=True"):
+    bert_tf.export_hugging_face(tiny_encoder(seed=2), str(target), vocab_file=str(vocab))
+  assert digests(target) == old
+  # With overwrite: the new export, byte for byte; no temporary folder left.
+  bert_tf.export_hugging_face(tiny_encoder(seed=2), str(target), vocab_file=str(vocab),
+                              overwrite=True)
+  assert sorted(os.listdir(out)) == ["hf"]
+  assert digests(target) == new
