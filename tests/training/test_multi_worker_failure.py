@@ -61,7 +61,7 @@ def lone(work, tmp_path_factory):
             env=mw.env({"TF_CONFIG": mw.tf_config(ports[2 * k:2 * k + 2], index),
                         **hook.env({}, "workers_register", 1, ready, action="announce")}))
       runs[name] = {"ports": ports[2 * k:2 * k + 2], "ready": ready, "log": log, "out": out}
-    deadline = time.monotonic() + hook.WAIT_S + BOUND_S
+    deadline = time.monotonic() + mw.RUN_TIMEOUT_S + BOUND_S  # against a hang only
     while time.monotonic() < deadline:
       for name, proc in procs.items():
         run, signum = runs[name], LONE[name][2]
