@@ -81,6 +81,7 @@ def lone(work, tmp_path_factory):
       proc.wait(timeout=30)
   for name, run in runs.items():
     run["code"] = procs[name].returncode
+    run.setdefault("elapsed", float("inf"))  # killed at the deadline
     run["stderr"] = run["log"].read_text()
   return {"runs": runs, "out": tmp / "out"}
 
