@@ -28,7 +28,8 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
   atomic_write      ``fileio.atomic_write``: the temporary file is whole and closed, before
                     the rename onto the target (n-th write of the process)
   workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to
-                    register (use ``announce``: the wait itself goes on)
+                    register, its SIGTERM handler the script's again (TensorFlow set its
+                    own; ``training/registration.py``): use ``announce``, the wait goes on
   output_dir_locked a training run holds its --output_dir's lock (``run_lock``)
   export_swap       an export (SavedModel, Hugging Face) replacing a previous one: that is set
                     aside, the new one not yet renamed into place

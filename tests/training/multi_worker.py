@@ -4,6 +4,7 @@ Every worker gets the same command and its own TF_CONFIG; every process is bound
 deadline and killed in ``finally`` whatever happens.
 """
 
+import contextlib
 import json
 import os
 import random
@@ -142,7 +143,8 @@ CONFIG = ('{"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, '
           '"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, '
           '"max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02}')
 STEPS = 12
-RUN_TIMEOUT_S = 240
+# A bound against hangs only: a single-process run took over 240 s on a 2-core machine at load 18.
+RUN_TIMEOUT_S = 600
 
 
 def pretraining_workdir(work, vocab, num_files=2):
@@ -165,11 +167,24 @@ def pretraining_command(work, output_dir, strategy="multi_worker_mirrored", step
           f"--distribution_strategy={strategy}", *extra]
 
 
-def run_single(command, timeout=RUN_TIMEOUT_S):
-  result = subprocess.run(command, cwd=ROOT, env=env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result
+@contextlib.contextmanager
+def single_beside(command, log_dir, timeout=RUN_TIMEOUT_S):
+  """Runs ``command`` (one process, no TF_CONFIG: the reference run) beside what the block runs
+  (the worker processes: they share nothing with it, and the two overlap in time instead of
+  adding up); at the block's end waits for it and asserts exit 0. Killed if the block fails."""
+  log = open(os.path.join(log_dir, "single.log"), "w+")  # pylint: disable=consider-using-with
+  proc = subprocess.Popen(command, cwd=ROOT, env=env(), stdout=log,  # pylint: disable=consider-using-with
+                          stderr=subprocess.STDOUT, start_new_session=True)
+  try:
+    yield proc
+    proc.wait(timeout=timeout)
+    log.seek(0)
+    assert proc.returncode == 0, log.read()[-3000:]
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait(timeout=30)
+    log.close()
 
 
 def run_workers(commands, log_dir, tmp_dir, timeout=RUN_TIMEOUT_S):

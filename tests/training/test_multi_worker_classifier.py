@@ -30,10 +30,10 @@ def runs(tmp_path_factory, uncased_vocab):
   tmp = tmp_path_factory.mktemp("mw_classifier")
   (tmp / "bert_config.json").write_text(json.dumps(google_models.tiny_config_dict(
       vocab_size=30522, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)))
-  mw.run_single(_command(tmp, uncased_vocab, tmp / "single", "default"))
   (tmp / "tmp").mkdir()
-  mw.run_workers([_command(tmp, uncased_vocab, tmp / "two", "multi_worker_mirrored")] * 2,
-                 tmp, tmp / "tmp")
+  with mw.single_beside(_command(tmp, uncased_vocab, tmp / "single", "default"), tmp):
+    mw.run_workers([_command(tmp, uncased_vocab, tmp / "two", "multi_worker_mirrored")] * 2,
+                   tmp, tmp / "tmp")
   return tmp
 
 

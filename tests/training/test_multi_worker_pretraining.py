@@ -15,18 +15,20 @@ def work(tmp_path_factory, uncased_vocab):
 
 
 @pytest.fixture(scope="module")
-def single(work):
-  out = work / "single"
-  mw.run_single(mw.pretraining_command(work, out, strategy="default"))
-  return out
+def two_workers(work):
+  """The 2-worker run, and beside it the single-process run (``work / "single"``)."""
+  out, tmp = work / "two", work / "two_tmp"
+  tmp.mkdir()
+  with mw.single_beside(mw.pretraining_command(work, work / "single", strategy="default"),
+                        work):
+    outputs = mw.run_workers([mw.pretraining_command(work, out)] * 2, work, tmp)
+  return {"out": out, "tmp": tmp, "outputs": outputs}
 
 
 @pytest.fixture(scope="module")
-def two_workers(work):
-  out, tmp = work / "two", work / "two_tmp"
-  tmp.mkdir()
-  outputs = mw.run_workers([mw.pretraining_command(work, out)] * 2, work, tmp)
-  return {"out": out, "tmp": tmp, "outputs": outputs}
+def single(work, two_workers):
+  del two_workers  # it runs the single process too
+  return work / "single"
 
 
 def test_two_workers_make_the_single_process_updates(single, two_workers):

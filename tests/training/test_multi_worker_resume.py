@@ -24,30 +24,32 @@ def test_a_killed_worker_stops_the_chief_and_the_job_resumes(tmp_path, uncased_v
   # Worker 1 waits after step 3's progress line (ckpt-2 is the chief's last save) until the
   # SIGKILL; the chief meanwhile waits for it in step 4.
   ready = tmp_path / "ready"
-  with mw.Workers(commands, mw.ROOT, tmp_path, {"TMPDIR": str(tmp_path)},
-                  {1: hook.env({}, "step", 3, ready)}) as workers:
-    hook.wait_at_point(workers.procs[1], ready, mw.RUN_TIMEOUT_S)
-    workers.procs[1].send_signal(signal.SIGKILL)
-    start = time.time()
-    try:
-      code = workers.procs[0].wait(timeout=BOUND_S)
-    except subprocess.TimeoutExpired:
-      code = None
-    elapsed = time.time() - start
-    chief = workers.output(0)
-  assert code == 1 and elapsed < BOUND_S, chief[-3000:]
-  last = chief.strip().splitlines()[-1]
-  assert re.fullmatch(
-      r"run_pretraining\.py: error: training stopped after step \d+: a worker of the cluster "
-      r"was lost or did not answer \((UnavailableError|DeadlineExceededError|AbortedError|"
-      r"CancelledError): .+\); restart every worker with the same command to resume from the "
-      r"last checkpoint", last), chief[-3000:]
-  assert "Traceback" not in chief
-  resumed = mw.run_workers(commands, tmp_path, tmp_path)
+  # The uninterrupted single-process run, beside the whole job.
+  with mw.single_beside(mw.pretraining_command(work, work / "single", strategy="default"),
+                        tmp_path):
+    with mw.Workers(commands, mw.ROOT, tmp_path, {"TMPDIR": str(tmp_path)},
+                    {1: hook.env({}, "step", 3, ready)}) as workers:
+      hook.wait_at_point(workers.procs[1], ready, mw.RUN_TIMEOUT_S)
+      workers.procs[1].send_signal(signal.SIGKILL)
+      start = time.time()
+      try:
+        code = workers.procs[0].wait(timeout=BOUND_S)
+      except subprocess.TimeoutExpired:
+        code = None
+      elapsed = time.time() - start
+      chief = workers.output(0)
+    assert code == 1 and elapsed < BOUND_S, chief[-3000:]
+    last = chief.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"run_pretraining\.py: error: training stopped after step \d+: a worker of the cluster "
+        r"was lost or did not answer \((UnavailableError|DeadlineExceededError|AbortedError|"
+        r"CancelledError): .+\); restart every worker with the same command to resume from the "
+        r"last checkpoint", last), chief[-3000:]
+    assert "Traceback" not in chief
+    resumed = mw.run_workers(commands, tmp_path, tmp_path)
   step = int(re.search(r"resumed from \S+ at step (\d+)", resumed[0]).group(1))
   assert step == 2, resumed[0][-2000:]  # the chief's last checkpoint before the kill
   assert f"at step {step}" in resumed[1]
-  mw.run_single(mw.pretraining_command(work, work / "single", strategy="default"))
   mw.assert_weights_close(mw.checkpoint_weights(str(out / f"ckpt-{mw.STEPS}")),
                           mw.checkpoint_weights(str(work / "single" / f"ckpt-{mw.STEPS}")),
                           atol=1e-5)

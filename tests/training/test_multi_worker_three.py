@@ -8,10 +8,11 @@ from tests.training import multi_worker as mw
 def test_three_workers_two_files_make_the_single_process_updates(tmp_path, uncased_vocab):
   work = mw.pretraining_workdir(tmp_path, uncased_vocab, num_files=2)
   steps = 4
-  mw.run_single(mw.pretraining_command(work, work / "single", strategy="default", steps=steps))
   (work / "tmp").mkdir()
-  outputs = mw.run_workers(
-      [mw.pretraining_command(work, work / "three", steps=steps)] * 3, work, work / "tmp")
+  with mw.single_beside(
+      mw.pretraining_command(work, work / "single", strategy="default", steps=steps), work):
+    outputs = mw.run_workers(
+        [mw.pretraining_command(work, work / "three", steps=steps)] * 3, work, work / "tmp")
   mw.assert_weights_close(mw.checkpoint_weights(str(work / "three" / f"ckpt-{steps}")),
                           mw.checkpoint_weights(str(work / "single" / f"ckpt-{steps}")),
                           atol=1e-5)
