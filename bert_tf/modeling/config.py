@@ -43,7 +43,7 @@ _TO_HF_ACTIVATIONS = {
 }
 
 # Values of attention_implementation (what each means: modeling.fused_attention).
-ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "cudnn", "cudnn_dropout")
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "xla_unfused", "cudnn", "cudnn_dropout")
 
 # The fields every Google bert_config.json carries.
 _GOOGLE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
