@@ -19,6 +19,13 @@ in a child process (XLA reads its flags once, at start), then reads the optimize
                     in a fused computation, such as a Triton GEMM's operand fusions);
   f32 BNSS          float32 tensors of ``B*N*S*S`` elements (attention scores/probabilities
                     and their gradients kept in float32);
+  BNSS writes       materialized ``[B,N,S,S]`` results of any dtype (the ``pred`` dropout
+                    mask included): how many (``bnss_writes``), how many of them are fusions,
+                    forward and backward (``bnss_fusions``, ``bnss_fusions_bwd``: op_name
+                    under ``gradient_tape/``), and their bytes (``bnss_bytes``);
+  peak bytes        XLA's buffer assignment of the module (``*buffer-assignment.txt``): the
+                    peak of its live buffers and the total it allocates (``peak_bytes``,
+                    ``allocated_bytes``; summed over the modules);
   f32/16-bit BSH    materialized tensors of ``[B,S,H]`` / ``[B*S,H]`` shape (the residual
                     stream, LayerNorm outputs, projections and their gradients) in float32 and
                     in bf16/f16;
@@ -77,6 +84,12 @@ _REF = re.compile(r"%([\w.\-]+)")
 _CALLS = re.compile(r"(?:calls|to_apply)=([%\w.\-, ]+?)(?:,\s*\w+=|$)")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
+# Buffer assignment summaries: "Total bytes used: 5120576292 (4.77GiB)" and
+# "Stack trace breakdown for peak usage: 4 794 445 920 bytes".
+_ALLOCATED = re.compile(r"^Total bytes used: (\d+)", re.M)
+_PEAK = re.compile(r"peak usage: ([\d ]+) bytes")
+_NOT_WRITTEN = ("parameter", "get-tuple-element", "bitcast", "tuple", "while", "call",
+                "conditional")
 # A GPU's GEMMs that XLA hands to cuBLAS / cuBLASLt.
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
 FMHA_PREFIX = "__cudnn$fmha"
@@ -114,12 +127,29 @@ def _is_bsh(dims, bsh):
   return list(dims) in ([b, s, h], [b * s, h])
 
 
+def _count_bnss_write(counter, op, shapes, op_name, bnss):
+  """A materialized result (``shapes``: [(dtype, dims)]) adds its [B,N,S,S] members to
+  ``bnss_writes`` / ``bnss_bytes``, and a fusion to ``bnss_fusions`` (``_bwd`` when its
+  op_name is a gradient's)."""
+  if op in _NOT_WRITTEN:
+    return
+  members = [(dtype, dims) for dtype, dims in shapes if _is_bnss(dims, bnss)]
+  if not members:
+    return
+  counter["bnss_writes"] += len(members)
+  counter["bnss_bytes"] += sum(BYTES.get(dtype, 4) * _elements(",".join(map(str, dims)))
+                               for dtype, dims in members)
+  if op == "fusion":
+    counter["bnss_fusions_bwd" if op_name.startswith("gradient_tape/") else "bnss_fusions"] += 1
+
+
 def parse_hlo_text(text, bnss, bsh=None):
   """Counts in one optimized HLO module's text: {layer key: Counter}.
 
   ``bnss``: (B, N, S). Keys are ``"layer_0"``, ``"layer_1"``, ... and ``"other"``; each
   Counter has ``transposes``, ``transpose_bytes``, ``bnss_transposes`` (those of [B,N,S,S]
-  tensors), ``dots``, ``fusions`` and ``f32_bnss``
+  tensors), ``dots``, ``fusions``, ``bnss_writes``/``bnss_fusions``/``bnss_fusions_bwd``/
+  ``bnss_bytes`` (``_count_bnss_write``) and ``f32_bnss``
   (float32 results of shape [B,N,S,S] in any order, or [B*N,S,S], that are materialized:
   outside fused computations); with ``bsh`` = (B, S, H) also ``f32_bsh`` and ``f16_bsh``
   (materialized [B,S,H] or [B*S,H] results in float32 and in bf16/f16, members of a
@@ -178,6 +208,10 @@ def parse_hlo_text(text, bnss, bsh=None):
       c = counts[f"layer_{layer.group(1)}" if layer else "other"]
       if tuple_match.group("op") == "custom-call":
         _count_custom_call(line, c)
+      if computation not in fused:
+        shapes = [(m.group("dtype"), [int(d) for d in m.group("dims").split(",") if d])
+                  for m in _SHAPE.finditer(tuple_match.group("shapes"))]
+        _count_bnss_write(c, tuple_match.group("op"), shapes, op_name, bnss)
       if bsh and computation not in fused and tuple_match.group("op") not in (
           "parameter", "tuple", "get-tuple-element", "while", "call", "conditional"):
         for shape in _SHAPE.finditer(tuple_match.group("shapes")):
@@ -211,6 +245,8 @@ def parse_hlo_text(text, bnss, bsh=None):
       c["fusions"] += 1
     materialized = (computation not in fused
                     and op not in ("parameter", "get-tuple-element", "bitcast"))
+    if computation not in fused:
+      _count_bnss_write(c, op, [(dtype, dims)], op_name, bnss)
     if materialized and dtype == "f32" and _is_bnss(dims, bnss):
       c["f32_bnss"] += 1
     if materialized and bsh and _is_bsh(dims, bsh):
@@ -235,8 +271,26 @@ def parse_dump(dump_dir, bnss, bsh=None):
   total = collections.Counter()
   for counter in layers.values():
     total.update(counter)
+  memory = collections.Counter()
+  for path in sorted(glob.glob(os.path.join(dump_dir, "*after_optimizations-buffer-assignment.txt"))):
+    with open(path, encoding="utf-8") as f:
+      memory.update(parse_buffer_assignment(f.read()))
   return {"modules": [os.path.basename(p) for p in files],
-          "layers": {k: dict(v) for k, v in sorted(layers.items())}, "total": dict(total)}
+          "layers": {k: dict(v) for k, v in sorted(layers.items())}, "total": dict(total),
+          "memory": dict(memory)}
+
+
+def parse_buffer_assignment(text):
+  """{"allocated_bytes", "peak_bytes"} of one module's buffer assignment dump (what XLA
+  allocates for it, and the peak of its live buffers), those it states."""
+  found = {}
+  allocated = _ALLOCATED.search(text)
+  if allocated:
+    found["allocated_bytes"] = int(allocated.group(1))
+  peak = _PEAK.search(text)
+  if peak:
+    found["peak_bytes"] = int(peak.group(1).replace(" ", ""))
+  return found
 
 
 def _count_non_xla_ops(concrete_fn):
@@ -298,7 +352,8 @@ def run_step(args):
 
   config_dict = dict(_harness.config_dict("base"), num_hidden_layers=args.layers,
                      hidden_size=args.hidden, num_attention_heads=args.heads,
-                     intermediate_size=4 * args.hidden, vocab_size=args.vocab)
+                     intermediate_size=4 * args.hidden, vocab_size=args.vocab,
+                     attention_implementation=args.attention_implementation)
   config = BertConfig.from_dict(config_dict)
   batch = _harness.pretraining_batch(config_dict, args.batch, args.seq, args.predictions)
   task = PretrainingTask(config)
@@ -323,7 +378,8 @@ def run_step(args):
 
 
 def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, vocab=30522,
-           dtype="bfloat16", dump_dir=None, python=sys.executable):
+           dtype="bfloat16", dump_dir=None, python=sys.executable,
+           attention_implementation="auto"):
   """Compiles the step in a child process and returns its census (see ``parse_dump``), plus
   ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments)."""
   own_dir = dump_dir is None
@@ -333,7 +389,8 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
              PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   cmd = [python, os.path.abspath(__file__), "--child", f"--layers={layers}",
          f"--hidden={hidden}", f"--heads={heads}", f"--batch={batch}", f"--seq={seq}",
-         f"--predictions={predictions}", f"--vocab={vocab}", f"--dtype={dtype}"]
+         f"--predictions={predictions}", f"--vocab={vocab}", f"--dtype={dtype}",
+         f"--attention_implementation={attention_implementation}"]
   proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("CENSUS ")]
   if proc.returncode or not lines:
@@ -341,7 +398,8 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   child = json.loads(lines[-1][len("CENSUS "):])
   result = parse_dump(dump_dir, (batch, heads, seq), (batch, seq, hidden))
   result.update(child, shape=dict(layers=layers, hidden=hidden, heads=heads, batch=batch,
-                                  seq=seq, predictions=predictions, vocab=vocab, dtype=dtype))
+                                  seq=seq, predictions=predictions, vocab=vocab, dtype=dtype,
+                                  attention_implementation=attention_implementation))
   if own_dir:
     import shutil  # pylint: disable=import-outside-toplevel
     shutil.rmtree(dump_dir, ignore_errors=True)
@@ -349,7 +407,8 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
 
 
 COLUMNS = ("transposes", "transpose_bytes", "dots", "fmha_calls", "fusions", "f32_bnss",
-           "f32_bsh", "f16_bsh")
+           "f32_bsh", "f16_bsh", "bnss_writes", "bnss_fusions", "bnss_fusions_bwd",
+           "bnss_bytes")
 
 
 def table(result):
@@ -363,7 +422,17 @@ def table(result):
                  f"{c.get('transpose_bytes', 0) / 1e6:.2f} | {c.get('dots', 0)} | "
                  f"{c.get('fmha_calls', 0)} | {c.get('fusions', 0)} | {c.get('f32_bnss', 0)} | "
                  f"{c.get('f32_bsh', 0)} | {c.get('f16_bsh', 0)} |")
+  lines += ["", "| part | B·N·S·S results written | of them fusions, forward / backward "
+            "| B·N·S·S MB written |", "|---|---:|---:|---:|"]
+  for key, c in rows:
+    lines.append(f"| {key} | {c.get('bnss_writes', 0)} | {c.get('bnss_fusions', 0)} / "
+                 f"{c.get('bnss_fusions_bwd', 0)} | {c.get('bnss_bytes', 0) / 1e6:.2f} |")
   lines.append("")
+  memory = result.get("memory") or {}
+  if memory:
+    lines.append("XLA buffer assignment: " + ", ".join(
+        f"{name} {memory[key] / 2**20:.1f} MiB" for key, name in
+        (("peak_bytes", "peak"), ("allocated_bytes", "allocated")) if key in memory))
   line = f"XLA modules: {len(result['modules'])}"
   if "non_xla_ops" in result:
     line += f"; TensorFlow ops outside XLA in the step: {sum(result['non_xla_ops'].values())}"
@@ -381,6 +450,9 @@ def main(argv=None):
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--vocab", type=int, default=30522)
   parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
+  parser.add_argument("--attention_implementation", default="auto",
+                      help="BertConfig.attention_implementation (xla_unfused: softmax and "
+                      "attention dropout as separate ops, the path before softmax_dropout).")
   parser.add_argument("--dump_dir", default=None, help="Keep the HLO dump here.")
   parser.add_argument("--from_dump", default=None,
                       help="Only read this existing dump (e.g. a GPU's) with the shapes given.")
@@ -400,7 +472,8 @@ def main(argv=None):
       print(json.dumps(result, sort_keys=True))
     return
   result = census(args.layers, args.hidden, args.heads, args.batch, args.seq,
-                  args.predictions, args.vocab, args.dtype, args.dump_dir)
+                  args.predictions, args.vocab, args.dtype, args.dump_dir,
+                  attention_implementation=args.attention_implementation)
   print(table(result))
   print("modules: " + ", ".join(result["modules"]))
   print("non-XLA ops: " + json.dumps(result["non_xla_ops"], sort_keys=True))

@@ -43,9 +43,12 @@ ENTRY %main (a: f32[2,3,4,4], b: bf16[2,3,4,5], c: f32[6,4,4]) -> f32[2,3,4,4] {
 def test_parser_counts_a_hand_written_module():
   counts = hlo_census.parse_hlo_text(_MODULE, (2, 3, 4))
   assert dict(counts["layer_0"]) == {"dots": 1, "fusions": 1, "transposes": 1,
-                                     "transpose_bytes": 2 * 4 * 1 * 5 * 2, "f32_bnss": 1}
+                                     "transpose_bytes": 2 * 4 * 1 * 5 * 2, "f32_bnss": 1,
+                                     "bnss_writes": 1, "bnss_bytes": 6 * 4 * 4 * 4}
   assert dict(counts["layer_1"]) == {"fusions": 1, "transposes": 1, "bnss_transposes": 1,
-                                     "transpose_bytes": 2 * 3 * 4 * 4 * 4, "f32_bnss": 1}
+                                     "transpose_bytes": 2 * 3 * 4 * 4 * 4, "f32_bnss": 1,
+                                     "bnss_writes": 1, "bnss_fusions": 1,
+                                     "bnss_bytes": 2 * 3 * 4 * 4 * 4}
   assert not +counts["other"]  # parameters only: nothing counted
 
 
@@ -78,6 +81,51 @@ def test_parser_counts_residual_shaped_tensors():
   # get-tuple-element, which itself does not count).
   assert counts["layer_0"]["f16_bsh"] == 2
   assert not counts["other"]["f16_bsh"] and not counts["other"]["f32_bsh"]
+
+
+# B=2, N=1, S=3: [B,N,S,S] results written: a dot's f32 [2,3,3] ([B*N,S,S]), a forward
+# fusion's bf16 member and pred member (tuple result), a backward fusion; not the parameter,
+# nor the get-tuple-element, nor the [2,3,3] inside the fused computation.
+_BNSS_MODULE = """HloModule m
+
+%fused_computation (p: f32[2,3,3]) -> (bf16[2,1,3,3], pred[2,1,3,3]) {
+  %p = f32[2,3,3]{2,1,0} parameter(0)
+  %e = f32[2,3,3]{2,1,0} exponential(%p)
+  %c = bf16[2,1,3,3]{3,2,1,0} convert(%e)
+  %k = pred[2,1,3,3]{3,2,1,0} compare(%c, %c), direction=GE
+  ROOT %t = (bf16[2,1,3,3]{3,2,1,0}, pred[2,1,3,3]{3,2,1,0}) tuple(%c, %k)
+}
+
+%fused_computation.1 (q: bf16[2,1,3,3]) -> f32[2,1,3,3] {
+  %q = bf16[2,1,3,3]{3,2,1,0} parameter(0)
+  ROOT %r = f32[2,1,3,3]{3,2,1,0} convert(%q)
+}
+
+ENTRY %main (a: f32[2,3,3]) -> f32[2,1,3,3] {
+  %a = f32[2,3,3]{2,1,0} parameter(0)
+  %dot = f32[2,3,3]{2,1,0} dot(%a, %a), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}, metadata={op_name="m/layer_0/self/einsum"}
+  %fusion = (bf16[2,1,3,3]{3,2,1,0}, pred[2,1,3,3]{3,2,1,0}) fusion(%dot), kind=kLoop, calls=%fused_computation, metadata={op_name="m/layer_0/self/Softmax"}
+  %g = bf16[2,1,3,3]{3,2,1,0} get-tuple-element(%fusion), index=0
+  ROOT %fusion.1 = f32[2,1,3,3]{3,2,1,0} fusion(%g), kind=kLoop, calls=%fused_computation.1, metadata={op_name="gradient_tape/m/layer_0/self/Cast"}
+}
+"""
+
+
+def test_parser_counts_attention_shaped_writes():
+  layer = hlo_census.parse_hlo_text(_BNSS_MODULE, (2, 1, 3))["layer_0"]
+  assert layer["bnss_writes"] == 4
+  assert layer["bnss_fusions"] == 1 and layer["bnss_fusions_bwd"] == 1
+  assert layer["bnss_bytes"] == 18 * (4 + 2 + 1 + 4)
+
+
+def test_buffer_assignment_summary():
+  # The two summary lines of an H200's buffer assignment dump (../shared/perf/gpu-hlo-...).
+  text = ("allocation 0: size 125018112, parameter 9, shape |f32[30522,1024]|\n"
+          "Total bytes used: 5120576292 (4.77GiB)\n\n"
+          "  Stack trace breakdown for peak usage: 4 794 445 920 bytes\n")
+  assert hlo_census.parse_buffer_assignment(text) == {"allocated_bytes": 5120576292,
+                                                      "peak_bytes": 4794445920}
+  assert hlo_census.parse_buffer_assignment("BufferAssignment:\n") == {}
 
 
 _GPU_EXCERPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",

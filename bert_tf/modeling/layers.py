@@ -113,9 +113,15 @@ def hash_dropout(x, rate, seed, noise_shape=None):
   scale kept values by 1 / (1 - rate)) with the mask from ``hash_bits``: an element is dropped
   when its 32 bits are below round(rate * 2**32)."""
   shape = tf.shape(x) if noise_shape is None else noise_shape
+  return x * tf.cast(1.0 / (1.0 - rate), x.dtype) * tf.cast(hash_keep(shape, rate, seed),
+                                                            x.dtype)
+
+
+def hash_keep(shape, rate, seed):
+  """``hash_dropout``'s mask (bool, True = kept): the bits of ``hash_bits`` >= round(rate *
+  2**32)."""
   threshold = min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)
-  keep = hash_bits(shape, seed) >= tf.constant(threshold, tf.uint32)
-  return x * tf.cast(1.0 / (1.0 - rate), x.dtype) * tf.cast(keep, x.dtype)
+  return hash_bits(shape, seed) >= tf.constant(threshold, tf.uint32)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -146,9 +152,7 @@ class Dropout(keras.layers.Dropout):
       return inputs
     if self.rate >= 1.0:
       return tf.zeros_like(inputs)
-    seed = self.seed_generator.next()
-    # Keras's cast of the int64 generator state to the int32 seed stateless ops take.
-    seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    seed = self.next_seed()
     noise_shape = None
     if self.noise_shape is not None:
       noise_shape = [tf.shape(inputs)[i] if d is None else d
@@ -157,6 +161,12 @@ class Dropout(keras.layers.Dropout):
       return hash_dropout(inputs, self.rate, seed, noise_shape)
     return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed,
                                                 noise_shape=noise_shape, rng_alg="philox")
+
+  def next_seed(self):
+    """The int32 seed [2] of the next mask (advances ``seed_generator`` as ``call`` does)."""
+    seed = self.seed_generator.next()
+    # Keras's cast of the int64 generator state to the int32 seed stateless ops take.
+    return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
 
   def get_config(self):
     return {**super().get_config(), "rng": self.rng}
@@ -263,6 +273,76 @@ def softmax_to(logits, dtype):
   return fn(logits)
 
 
+def softmax_dropout(scores, adder, scale, rate, seed, dtype):
+  """``hash_dropout(softmax_to(cast(scores, float32) * scale + adder, dtype), rate, seed)``
+  with one gradient for both that keeps no ``[B,N,F,T]`` tensor of its own for the backward
+  pass. Returns the dropped probabilities and the probabilities, both in ``dtype``.
+
+  The forward pass is the composition's, op for op (the same numbers). The composition's
+  backward pass would keep the probabilities (XLA on a GPU kept them in float32), the dropout
+  mask (``pred``) and the dropped probabilities (the context GEMM's operand, needed for v's
+  gradient); this one keeps only ``scores`` (the q·kᵀ GEMM's output, in the compute dtype)
+  and the 2 seed integers, and computes the gradient in one expression over ``[B,N,F,T]``:
+  the probabilities recomputed from ``scores`` (the same ops, so the same numbers) and the
+  mask regenerated from the seed (``hash_keep``), then
+  ``d_scores = scale * p * (dp - sum(dp * p))`` with ``dp = d_dropped * keep / (1 - rate)``
+  (+ the gradient reaching the probabilities themselves), rounded as the composition's
+  gradient is. Under XLA the recomputation goes through an optimization barrier, so that XLA
+  does not merge it with the forward pass's (and keep those results alive instead).
+
+  Args:
+    scores: [B,N,F,T] q·kᵀ (unscaled), float32 or 16-bit.
+    adder: [B,1,1,T] float32, 0 attended / -10000 padding (no gradient).
+    scale: 1/sqrt(D), a Python float.
+    rate: the dropout rate, 0 < rate < 1.
+    seed: int32 [2], the dropout layer's ``next_seed()`` (no gradient).
+    dtype: the probabilities' dtype (the compute dtype).
+  """
+  dtype = tf.as_dtype(dtype)
+  keep_scale = 1.0 / (1.0 - rate)
+  barrier = fused_attention.in_xla_computation()
+  # The backward pass is traced outside this name scope; it re-enters it under
+  # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
+  scope = tf.get_current_name_scope()
+
+  def probs_of(scores, adder):  # softmax_to's forward pass
+    probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
+    return probs if dtype == tf.float32 else tf.cast(probs, dtype)
+
+  def dropped_of(probs, seed):  # hash_dropout's expression
+    return probs * tf.cast(keep_scale, dtype) * tf.cast(hash_keep(tf.shape(probs), rate, seed),
+                                                        dtype)
+
+  @tf.custom_gradient
+  def fn(scores, adder, seed):
+    probs = probs_of(scores, adder)
+
+    def grad(d_dropped, d_probs):
+      with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
+        return grad_in_scope(d_dropped, d_probs)
+
+    def grad_in_scope(d_dropped, d_probs):
+      s, a, sd = scores, adder, seed
+      if barrier:
+        from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+        s, a, sd = xla.optimization_barrier(s, a, sd)
+      p = probs_of(s, a)
+      # The dropout's gradient as the composition rounds it: (d * scale) * keep in ``dtype``.
+      dp = dropped_of(tf.cast(d_dropped, dtype), sd)
+      if d_probs is not None:
+        dp += tf.cast(d_probs, dtype)
+      if dtype == tf.float32:  # tf.nn.softmax's gradient (SoftmaxGrad): (dp - sum(dp p)) p
+        d_logits = (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True)) * p
+      else:  # softmax_to's: from the rounded probabilities, in float32
+        p, dp = tf.cast(p, tf.float32), tf.cast(dp, tf.float32)
+        d_logits = p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True))
+      return tf.cast(d_logits * scale, scores.dtype), None, None
+
+    return (dropped_of(probs, seed), probs), grad
+
+  return fn(scores, adder, seed)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertSelfAttention(_ConfigLayer):
   """Multi-head self-attention: ``query``, ``key``, ``value`` dense layers ([H,H] kernels).
@@ -320,7 +400,15 @@ class BertSelfAttention(_ConfigLayer):
       context = tf.transpose(context, [0, 2, 1, 3])  # [B,F,N,D]
       return tf.reshape(context, [batch, seq, c.hidden_size]), None
     scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
-    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(c.head_size)))
+    scale = 1.0 / math.sqrt(float(c.head_size))
+    if (training and 0.0 < self.dropout.rate < 1.0 and self.dropout.rng == "hash"
+        and c.attention_implementation != "xla_unfused"):
+      # Softmax and dropout with one gradient that keeps no [B,N,F,T] tensor of its own.
+      dropped, probs = softmax_dropout(scores, attention_adder, scale, self.dropout.rate,
+                                       self.dropout.next_seed(), v.dtype)
+      context = tf.einsum("BNFT,BNTD->BFND", dropped, v)  # [B,F,N,D]
+      return tf.reshape(context, [batch, seq, c.hidden_size]), tf.cast(probs, tf.float32)
+    scores = tf.cast(scores, tf.float32) * scale
     scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
     probs = softmax_to(scores, v.dtype)  # [B,N,F,T] in the compute dtype
     dropped = self.dropout(probs, training=training)
