@@ -451,8 +451,8 @@ def main(argv=None):
   parser.add_argument("--vocab", type=int, default=30522)
   parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
   parser.add_argument("--attention_implementation", default="auto",
-                      help="BertConfig.attention_implementation (xla_unfused: softmax and "
-                      "attention dropout as separate ops, the path before softmax_dropout).")
+                      help="BertConfig.attention_implementation (xla_recompute: softmax and "
+                      "attention dropout as layers.softmax_dropout, opt-in).")
   parser.add_argument("--dump_dir", default=None, help="Keep the HLO dump here.")
   parser.add_argument("--from_dump", default=None,
                       help="Only read this existing dump (e.g. a GPU's) with the shapes given.")

@@ -14,13 +14,13 @@ float32) to the backward call. The kernel never writes the ``[B,N,F,T]`` scores.
 ``attention_implementation`` (a ``BertConfig`` field, the training scripts' flag) chooses:
 
   ``xla``    the plain path: scores, float32 softmax, dropout, context as separate ops (the
-             original's numbers). Training with the "hash" dropout masks (what the training
-             loop picks under ``jit_compile``) runs the softmax and the attention dropout as
-             ``layers.softmax_dropout``: the same forward numbers, one gradient expression
-             that recomputes the probabilities and the mask instead of keeping them.
-  ``xla_unfused``  as ``xla``, with the softmax and the dropout as separate ops also in
-             training (their gradients separate, the probabilities and the mask kept for the
-             backward pass): the path before ``softmax_dropout``, for comparison.
+             original's numbers; the probabilities and the mask kept for the backward pass).
+  ``xla_recompute``  as ``xla``, except in training with the "hash" dropout masks (what the
+             training loop picks under ``jit_compile``): the softmax and the attention
+             dropout run as ``layers.softmax_dropout``, the same forward numbers with one
+             gradient expression that recomputes the probabilities and the mask instead of
+             keeping them (gradients equal to float32 rounding). Opt-in until measured on a
+             GPU: on CPU it costs ~7% more time and saves nothing (BENCHMARKS.md).
   ``cudnn``  the fused kernel; a ``BertTfError`` where it cannot run (``fused_unavailable``).
   ``auto``   the fused kernel where it can run and nothing is lost: a GPU of compute
              capability 8.0 or newer, inside an XLA computation (``jit_compile``), a 16-bit
@@ -223,14 +223,14 @@ def fused_unavailable(implementation, *, dtype, head_size, dropout_rate, shapes_
 
 
 def use_fused(implementation, **conditions):
-  """Whether an attention call takes the fused kernel: never for ``xla``/``xla_unfused``;
+  """Whether an attention call takes the fused kernel: never for ``xla``/``xla_recompute``;
   where it can run
   for ``auto``; always for ``cudnn``/``cudnn_dropout``, which raise a ``BertTfError`` naming
   the reason where it cannot. ``conditions``: those of ``fused_unavailable``."""
   if implementation not in IMPLEMENTATIONS:
     raise BertTfError(f"attention_implementation must be one of {', '.join(IMPLEMENTATIONS)}, "
                       f"got {implementation!r}")
-  if implementation in ("xla", "xla_unfused"):
+  if implementation in ("xla", "xla_recompute"):
     return False
   reason = fused_unavailable(implementation, **conditions)
   if reason is None:

@@ -402,7 +402,7 @@ class BertSelfAttention(_ConfigLayer):
     scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
     scale = 1.0 / math.sqrt(float(c.head_size))
     if (training and 0.0 < self.dropout.rate < 1.0 and self.dropout.rng == "hash"
-        and c.attention_implementation != "xla_unfused"):
+        and c.attention_implementation == "xla_recompute"):
       # Softmax and dropout with one gradient that keeps no [B,N,F,T] tensor of its own.
       dropped, probs = softmax_dropout(scores, attention_adder, scale, self.dropout.rate,
                                        self.dropout.next_seed(), v.dtype)

@@ -1,8 +1,8 @@
 """layers.softmax_dropout: the attention softmax and its hash dropout with one gradient that
 recomputes the probabilities and the mask. Checked against the plain composition (softmax_to
 then hash_dropout, each with TensorFlow's own gradients), against the gradient written out in
-NumPy float64, and inside a small BERT update against ``attention_implementation=
-"xla_unfused"`` (the separate ops), with dropout on and the same seeds."""
+NumPy float64, and inside a small BERT update (``attention_implementation="xla_recompute"``) against
+``"xla"`` (the separate ops), with dropout on and the same seeds."""
 
 import math
 import re
@@ -119,8 +119,8 @@ def _model_update(implementation, dtype, jit):
 def test_bert_update_matches_the_separate_ops():
   """Under XLA (where the training loop uses it): loss and every gradient within float32
   rounding. (Without XLA both paths are the same ops: test_same_numbers_as_the_composition.)"""
-  got = _model_update("xla", "float32", jit=True)
-  want = _model_update("xla_unfused", "float32", jit=True)
+  got = _model_update("xla_recompute", "float32", jit=True)
+  want = _model_update("xla", "float32", jit=True)
   assert len(got) == len(want) > 30
   # Rounding relative to the gradients' scale: the key bias's gradient is 0 up to rounding
   # (softmax ignores a constant added to every score of a row), so its own scale is noise.
@@ -145,7 +145,7 @@ def test_backward_keeps_no_probabilities_under_xla():
   barrier instead of reading the forward's probabilities."""
   config = BertConfig.from_dict(google_models.tiny_config_dict(num_hidden_layers=1))
   hlo = {}
-  for implementation in ("xla", "xla_unfused"):
+  for implementation in ("xla", "xla_recompute"):
     keras.utils.set_random_seed(0)
     model = BertModel(BertConfig.from_dict(dict(config.to_dict(),
                                                 attention_implementation=implementation)),
@@ -155,10 +155,10 @@ def test_backward_keeps_no_probabilities_under_xla():
     ids, mask = tf.ones([2, 16], tf.int32), tf.ones([2, 16], tf.int32)
     hlo[implementation] = _gradient_step(model).experimental_get_compiler_ir(
         ids, mask)(stage="hlo")
-  assert "opt-barrier" in hlo["xla"] and "opt-barrier" not in hlo["xla_unfused"]
+  assert "opt-barrier" in hlo["xla_recompute"] and "opt-barrier" not in hlo["xla"]
   # Row reductions over [B,N,F,T]: the softmax's max and sum forward, sum(dp * p) backward;
   # with the recomputation the backward's own max and sum too (the barrier keeps XLA from
   # merging them with the forward's).
   count = lambda hlo: len(re.findall(r"reduce\(f32\[2,4,16,16\]", hlo))  # noqa: E731
-  assert count(hlo["xla_unfused"]) == 3
-  assert count(hlo["xla"]) == 5
+  assert count(hlo["xla"]) == 3
+  assert count(hlo["xla_recompute"]) == 5
