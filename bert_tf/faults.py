@@ -7,6 +7,9 @@ environment variable ``BERT_TF_FAULT`` is set; then ``point`` costs one dictiona
                                         wait there until a signal ends the process
   BERT_TF_FAULT=announce:<point>[:<n>]  write that file and go on (for a wait that follows
                                         the point anyway: the signal lands in the real wait)
+  BERT_TF_FAULT=hold:<point>[:<n>]      write that file and wait there until the test removes
+                                        it (after changing what the process reads next), then
+                                        go on
   BERT_TF_FAULT=kill:<point>[:<n>]      SIGKILL this process there
   BERT_TF_FAULT=kill_parent:<point>[:<n>]  SIGKILL the parent process there, then go on (a
                                         data-prep worker whose parent was killed); only a
@@ -35,6 +38,8 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
                     aside, the new one not yet renamed into place
   google_export_data  Google-format checkpoint: the new data file is in place, the index not
   shard_start       create_pretraining_data, sharded mode: a worker starts a shard
+  records_read      a training script starts reading TFRecords it checked or wrote (train,
+                    eval or predict: ``record_check.naming_damaged_records``), n-th time
 
 A test starts the command with this environment, waits for the ready file (the process is
 then at the point: no race with the work), sends SIGINT, SIGTERM or SIGKILL, and checks what
@@ -59,7 +64,7 @@ def _spec():
     return None
   action, _, rest = spec.partition(":")
   target, _, n = rest.partition(":")
-  if action not in ("pause", "announce", "kill", "kill_parent"):
+  if action not in ("pause", "announce", "hold", "kill", "kill_parent"):
     return None
   return action, target, int(n or 1)
 
@@ -90,6 +95,10 @@ def point(name, number=None):
   if action == "pause":
     while True:  # A signal's handler ends the process (or raises out of the sleep).
       time.sleep(3600)
+  if action == "hold":
+    ready = os.environ.get(READY_ENV)
+    while ready and os.path.exists(ready):  # the test removes it when it is done
+      time.sleep(0.01)
 
 
 def _announce():

@@ -91,7 +91,8 @@ def process_running(pid):
 
 
 def remove_stale_temps(path):
-  """Removes the ``temp_name`` files of ``path`` that stopped processes left (local paths).
+  """Removes the ``temp_name`` files (and folders: a checkpoint written under a temporary
+  folder) of ``path`` that stopped processes left (local paths).
 
   Returns:
     The removed paths (list of str).
@@ -107,12 +108,17 @@ def remove_stale_temps(path):
   for name in names:
     temp = temp_target(name)
     full = os.path.join(folder, name)
-    if temp and temp[0] == os.path.basename(path) and stale_temp(full):
+    if not temp or temp[0] != os.path.basename(path):
+      continue
+    if stale_temp(full):
       try:
         os.remove(full)
         removed.append(full)
       except OSError:
         pass
+    elif os.path.isdir(full) and not os.path.islink(full) and not _running(temp[1]):
+      shutil.rmtree(full, ignore_errors=True)
+      removed.append(full)
   return removed
 
 
@@ -133,6 +139,19 @@ def discard(tmp_path):
         gfile.remove(tmp_path)
     elif os.path.exists(tmp_path):
       os.remove(tmp_path)
+  except Exception:  # pylint: disable=broad-except
+    pass
+
+
+def discard_folder(tmp_dir):
+  """Removes a temporary folder and what is in it, if there."""
+  try:
+    if is_remote(tmp_dir):
+      gfile = _gfile()
+      if gfile.exists(tmp_dir):
+        gfile.rmtree(tmp_dir)
+    else:
+      shutil.rmtree(tmp_dir, ignore_errors=True)
   except Exception:  # pylint: disable=broad-except
     pass
 

@@ -9,7 +9,10 @@ run finds the file flocked and stops with one line naming the holder, having wri
 a lock whose file is there but not flocked was left by a killed run and is taken over (one
 line says so), atomically (renamed over, under the old file's flock). The holder removes it
 when the run ends, normally or by an error (and the folder too if the lock made it and it
-is still empty). ``gs://`` and other remote folders have no lock
+is still empty). On a file system without hard links (some FUSE, gcsfuse and SMB mounts)
+the lock is created in place (``O_EXCL``), flocked, then written; one without ``flock`` is a
+one-line error (two runs there could not be kept apart). ``gs://`` and other remote folders
+have no lock
 primitive: the file is written as an advisory note and a run that finds one warns (naming
 it) and goes on; the user keeps one run per folder there.
 
@@ -29,6 +32,7 @@ the chief locks and writes, every task compares.
 """
 
 import datetime
+import errno
 import functools
 import inspect
 import json
@@ -46,6 +50,9 @@ LOCK_FILE = ".bert_tf.lock"
 SETTINGS_FILE = "run_settings.json"
 # Races where the lock changes hands between two looks at it, before giving up.
 _ATTEMPTS = 20
+# os.link's errors on a file system without hard links (then the lock is made in place).
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
+                  errno.EACCES, errno.EXDEV}
 
 
 def _record():
@@ -112,15 +119,19 @@ class OutputDirLock:
       except OSError as e:  # e.g. a read-only folder
         raise BertTfError(f"--output_dir {self.output_dir!r}: cannot write in it "
                           f"({e.strerror or e})") from None
-      owned = False
+      owned = linked = False
       try:
         os.write(fd, data)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else has it
+        self._flock(fcntl, fd)  # a new file: no one else has it
         try:
           os.link(tmp, self.path)  # fails if the lock exists; else it appears whole
-          owned = True
+          owned = linked = True
         except FileExistsError:
           owned = self._take_over_if_stale(tmp, fcntl)
+        except OSError as e:
+          if e.errno not in _NO_HARD_LINKS:
+            raise
+          linked = True  # no hard links on this file system: made in place below
       finally:
         if not owned:
           os.close(fd)
@@ -128,8 +139,67 @@ class OutputDirLock:
           os.remove(tmp)
       if owned:
         return fd
+      if linked:
+        fd = self._create_in_place(fcntl, data)
+        if fd is not None:
+          return fd
     raise BertTfError(f"--output_dir {self.output_dir!r}: its lock {self.path} changed hands "
                       f"{_ATTEMPTS} times while this run tried to take it; try again")
+
+  def _flock(self, fcntl, fd):
+    """flock ``fd``, without waiting (BlockingIOError when another run holds it); a file
+    system without locks is one line."""
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      raise
+    except OSError as e:
+      raise BertTfError(
+          f"--output_dir {self.output_dir!r}: its file system does not support file locks "
+          f"({e.strerror or e}), so two runs in this folder could not be kept apart; use a "
+          "folder on a local disk") from None
+
+  def _create_in_place(self, fcntl, data):
+    """The lock on a file system without hard links (some FUSE, gcsfuse and SMB mounts):
+    created under its own name (``O_EXCL``: fails if it exists), flocked, then written.
+    Returns its flocked fd, or None to try again (the lock exists: ``_acquire_local`` takes
+    it over if stale, which needs no hard link; or it changed hands meanwhile). Between the
+    create and the flock a second run may find the new file unlocked and take it over: this
+    file is then no longer the lock (checked after the flock), and the next try finds the
+    second run's lock held."""
+    try:
+      fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+      return self._take_over_without_link(fcntl, data)
+    try:
+      self._flock(fcntl, fd)
+      if _same_file(fd, self.path):
+        os.write(fd, data)
+        return fd
+    except BlockingIOError:
+      pass
+    except BaseException:
+      os.close(fd)
+      if os.path.lexists(self.path):
+        os.remove(self.path)
+      raise
+    os.close(fd)
+    return None
+
+  def _take_over_without_link(self, fcntl, data):
+    tmp = fileio.temp_name(self.path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    owned = False
+    try:
+      os.write(fd, data)
+      self._flock(fcntl, fd)
+      owned = self._take_over_if_stale(tmp, fcntl)
+    finally:
+      if not owned:
+        os.close(fd)
+      if os.path.lexists(tmp):
+        os.remove(tmp)
+    return fd if owned else None
 
   def _take_over_if_stale(self, tmp, fcntl):
     """True when the existing lock was left by a run that died and ``tmp`` (ours, flocked)

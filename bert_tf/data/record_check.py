@@ -246,8 +246,11 @@ def describe_data_loss(files, message, advice=ADVICE):
 @contextlib.contextmanager
 def naming_damaged_records(files, advice=ADVICE):
   """A ``DataLossError`` inside the block (TensorFlow reading ``files``) becomes a one-line
-  ``BertTfError`` naming the file and byte offset (``describe_data_loss``), then ``advice``."""
+  ``BertTfError`` naming the file and byte offset (``describe_data_loss``), then ``advice``.
+  Its start is the fault point ``records_read`` (tests: the files are damaged there)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from bert_tf import faults  # pylint: disable=import-outside-toplevel
+  faults.point("records_read")
   try:
     yield
   except tf.errors.DataLossError as e:

@@ -188,8 +188,10 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
       ``<name>/adam_v`` when it offers ``google_slots(variable)``.
     global_step: optional int, written as ``global_step`` (int64).
     extra: optional ``{name: array}`` of further tensors.
-  Returns the prefix. Files are written under a temporary prefix and renamed when whole
-  (index last), so a reader never sees a half-written checkpoint; a checkpoint already at
+  Returns the prefix. Files are written in a temporary folder beside them (``<path>.tmp-<pid>-
+  <8 hex>/``, the pattern of ``fileio.temp_name``: the next export removes one that a killed
+  export left) and renamed out when whole (index last), so a reader never sees a
+  half-written checkpoint; a checkpoint already at
   ``path`` (a re-export) loses its index first, so a kill between the renames leaves no
   loadable checkpoint there (the next export writes it whole), never old index over new data.
   """
@@ -204,17 +206,26 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
   directory = os.path.dirname(path)
   if directory:
     tf.io.gfile.makedirs(directory)
-  tmp = fileio.temp_name(path)
-  names = sorted(tensors)
-  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
-                    tensors=[tf.constant(tensors[n]) for n in names])
-  data_files = tf.io.gfile.glob(tmp + ".data-*")
-  if tf.io.gfile.exists(path + ".index"):
-    tf.io.gfile.remove(path + ".index")
-  for data_file in data_files:
-    fileio.commit(data_file, path + data_file[len(tmp):])
-  faults.point("google_export_data")  # tests: a kill between the data and the index
-  fileio.commit(tmp + ".index", path + ".index")
+  # The files are written in a temporary folder named as every temporary of ``path``
+  # (``fileio.temp_name``: ``bert_model.ckpt.tmp-<pid>-<8 hex>/``), so that the next export
+  # removes what a killed one left, and no glob of checkpoint files meets half-written ones.
+  fileio.remove_stale_temps(path)
+  tmp_dir = fileio.temp_name(path)
+  tmp = os.path.join(tmp_dir, os.path.basename(path))
+  try:
+    names = sorted(tensors)
+    tf.io.gfile.makedirs(tmp_dir)
+    tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(tensors[n]) for n in names])
+    data_files = tf.io.gfile.glob(tmp + ".data-*")
+    if tf.io.gfile.exists(path + ".index"):
+      tf.io.gfile.remove(path + ".index")
+    for data_file in data_files:
+      fileio.commit(data_file, path + data_file[len(tmp):])
+    faults.point("google_export_data")  # tests: a kill between the data and the index
+    fileio.commit(tmp + ".index", path + ".index")
+  finally:
+    fileio.discard_folder(tmp_dir)
   with fileio.atomic_write(os.path.join(directory or ".", "checkpoint")) as f:
     f.write(f'model_checkpoint_path: "{os.path.basename(path)}"\n'
             f'all_model_checkpoint_paths: "{os.path.basename(path)}"\n')

@@ -436,9 +436,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       eval_file = features(examples, "eval", split, i == 0, eval_batch_size)
       progress(f"***** Running evaluation: {split} *****  examples {len(examples)}, "
                f"batch size {eval_batch_size}")
-      streaming, outputs = run_inference(
-          strategy, model, task, eval_dataset_fn(eval_file, max_seq_length, eval_batch_size,
-                                                 glue_task.is_regression))
+      with record_check.naming_damaged_records([eval_file], record_check.CACHE_ADVICE):
+        streaming, outputs = run_inference(
+            strategy, model, task, eval_dataset_fn(eval_file, max_seq_length, eval_batch_size,
+                                                   glue_task.is_regression))
       eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
     eval_results["global_step"] = global_step
     if chief:
@@ -452,9 +453,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       predict_file = features(examples, "predict", split, i == 0, predict_batch_size)
       progress(f"***** Running prediction: {split} *****  examples {len(examples)}, "
                f"batch size {predict_batch_size}")
-      _, outputs = run_inference(
-          strategy, model, task, eval_dataset_fn(predict_file, max_seq_length,
-                                                 predict_batch_size, glue_task.is_regression))
+      with record_check.naming_damaged_records([predict_file], record_check.CACHE_ADVICE):
+        _, outputs = run_inference(
+            strategy, model, task, eval_dataset_fn(predict_file, max_seq_length,
+                                                   predict_batch_size, glue_task.is_regression))
       values = probabilities(outputs["logits"], glue_task.is_regression)
       path = os.path.join(output_dir,
                           "test_results.tsv" if i == 0 else f"test_results_{split}.tsv")

@@ -430,7 +430,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
                                               predict_batch_size)
     progress(f"***** Running predictions *****  examples {len(predict_examples)}, "
              f"features {len(predict_features)}, batch size {predict_batch_size}")
-    raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
+    with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
+      raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
     paths = {name: os.path.join(output_dir, name)
              for name in (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)}
     postprocess.write_predictions(

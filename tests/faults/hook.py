@@ -2,11 +2,13 @@
 
 A test starts the command with ``env(...)`` and waits with ``wait_at_point`` until the process
 announced that it is at the point (it then waits there, with ``pause``): the signal lands
-there, whatever the speed or the load of the machine.
+there, whatever the speed or the load of the machine. With ``hold`` the process waits there
+until the test removes the ready file (having changed, say, a file the process reads next).
 """
 
 import os
 import signal
+import struct
 import subprocess
 import time
 
@@ -16,8 +18,8 @@ WAIT_S = 300  # Start-up of a TensorFlow script on a loaded 2-core machine, and 
 
 
 def env(base, point, n=1, ready=None, action="pause"):
-  """``base`` with ``BERT_TF_FAULT=<action>:<point>:<n>`` (and the ready file, for ``pause``
-  and ``announce``)."""
+  """``base`` with ``BERT_TF_FAULT=<action>:<point>:<n>`` (and the ready file, for ``pause``,
+  ``announce`` and ``hold``)."""
   extra = {faults.FAULT_ENV: f"{action}:{point}:{n}"}
   if ready is not None:
     extra[faults.READY_ENV] = str(ready)
@@ -37,10 +39,10 @@ def wait_at_point(process, ready, timeout=WAIT_S):
   return int(open(ready, encoding="utf-8").read())
 
 
-def start_at_point(command, base_env, point, n, ready, **popen):
-  """Starts ``command`` with ``pause`` at ``point`` (n-th pass or number ``n``); returns the
-  process once it waits there."""
-  process = subprocess.Popen(command, env=env(base_env, point, n, ready), **popen)  # pylint: disable=consider-using-with
+def start_at_point(command, base_env, point, n, ready, action="pause", **popen):
+  """Starts ``command`` with ``pause`` (or ``hold``: it goes on once ``ready`` is removed) at
+  ``point`` (n-th pass or number ``n``); returns the process once it waits there."""
+  process = subprocess.Popen(command, env=env(base_env, point, n, ready, action), **popen)  # pylint: disable=consider-using-with
   try:
     wait_at_point(process, ready)
   except BaseException:
@@ -51,3 +53,19 @@ def start_at_point(command, base_env, point, n, ready, **popen):
     process.communicate()
     raise
   return process
+
+
+def flip_in_record(path, k):
+  """Changes one byte inside the data of record ``k`` of the TFRecord file ``path`` (the file
+  is replaced whole, as a new file); returns the byte offset where record k's frame starts,
+  summed here from the frames' length fields (uint64 length, 4 + length + 4 bytes more)."""
+  data = bytearray(open(path, "rb").read())
+  offset = 0
+  for _ in range(k):
+    offset += 16 + struct.unpack_from("<Q", data, offset)[0]
+  assert struct.unpack_from("<Q", data, offset)[0] > 2, "record k has no data to change"
+  data[offset + 12 + 1] ^= 0x10
+  with open(f"{path}.damaged", "wb") as f:
+    f.write(data)
+  os.replace(f"{path}.damaged", path)
+  return offset

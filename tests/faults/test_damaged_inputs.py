@@ -182,17 +182,18 @@ def input_checks_sample():
   return input_checks.SAMPLE
 
 
-@pytest.mark.parametrize("value,shown", [("nan", "nan"), ("-0.001", "-0.001")])
-def test_impossible_learning_rate_is_one_line(work, tmp_path, value, shown):
+def test_impossible_learning_rate_is_one_line(work, tmp_path):
+  """The script's way there (its flags checked by cli.run before main); the other values and
+  flags are checked in-process below, through the same table."""
   work_dir, _ = work
-  result = _run(work_dir, tmp_path / "out", [f"--learning_rate={value}"])
-  assert _one_line(result) == (f"{PROG}: error: --learning_rate={shown}: must be a finite "
-                               "number > 0")
+  result = _run(work_dir, tmp_path / "out", ["--learning_rate=nan"])
+  assert _one_line(result) == f"{PROG}: error: --learning_rate=nan: must be a finite number > 0"
   assert not os.path.exists(tmp_path / "out")
 
 
 @pytest.mark.parametrize("flag,value,message", [
     ("learning_rate", "inf", "--learning_rate=inf: must be a finite number > 0"),
+    ("learning_rate", "-0.001", "--learning_rate=-0.001: must be a finite number > 0"),
     ("learning_rate", "0", "--learning_rate=0.0: must be a finite number > 0"),
     ("warmup_proportion", "1.5", "--warmup_proportion=1.5: must be in [0, 1]"),
     ("warmup_proportion", "-0.1", "--warmup_proportion=-0.1: must be in [0, 1]"),
@@ -238,3 +239,39 @@ def test_non_finite_loss_stops_at_its_step_keeps_last_finite_checkpoint(work, tm
   for name, dtype in reader.get_variable_to_dtype_map().items():
     if dtype.is_floating:
       assert np.all(np.isfinite(reader.get_tensor(name))), name
+
+
+def test_every_input_check_comes_before_the_model_is_built(work, tmp_path, monkeypatch):
+  """run_pretraining (the library call the script makes) on each kind of bad input: the
+  one-line error comes before ``PretrainingTask.build_model`` (which fails this test if
+  called) and the output folder is not made. In-process: no script start-up to pay."""
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+  work_dir, offsets = work
+  built = []
+  monkeypatch.setattr(pretraining.PretrainingTask, "build_model",
+                      lambda self, dtype=None: built.append(1) or pytest.fail("model built"))
+
+  def refused(files="data-*.tfrecord", vocab=100, **kwargs):
+    out = tmp_path / "out"
+    config = BertConfig.from_dict(json.loads(CONFIG.format(vocab=vocab)))
+    with pytest.raises(BertTfError) as error:
+      pretraining.run_pretraining(
+          config, f"{work_dir}/{files}", str(out), tf.distribute.get_strategy(),
+          max_seq_length=SEQ, max_predictions_per_seq=PRED, train_batch_size=8,
+          num_train_steps=10, num_warmup_steps=0, **kwargs)
+    assert not built and not out.exists()
+    return str(error.value)
+
+  assert refused("nothing-*.tfrecord") == (
+      f"no input files match '{work_dir}/nothing-*.tfrecord' (--input_file)")
+  # Ids past the config's vocab (sampled).
+  assert refused(vocab=50).startswith(f"{work_dir}/data-0.tfrecord: record ")
+  # A damaged record, with --check_input_files (the record the checker names, by offset).
+  reason = _damage(work_dir / "data-1.tfrecord", offsets[1], "flipped", 250)
+  assert refused(check_input_files=True) == (
+      f"{work_dir}/data-1.tfrecord: damaged TFRecord at byte {offsets[1][250]} (record 250): "
+      f"{reason}; {record_check.ADVICE}")
+  # Records of another shape beside them.
+  _write(work_dir / "data-1.tfrecord", seq=32, pred=5, seed=2, count=3)
+  assert refused().startswith("--input_file mixes records of two shapes: ")

@@ -6,6 +6,7 @@ does (tests/faults/test_output_dir_runs.py runs real processes). Each case check
 line and that the folder is unchanged (sha256 of every file).
 """
 
+import errno
 import json
 import os
 import socket
@@ -102,6 +103,81 @@ def test_a_lock_released_while_a_second_run_looks_at_it(tmp_path):
     run_lock.OutputDirLock(str(tmp_path))
   second.release()
   assert os.listdir(tmp_path) == []
+
+
+def _no_hard_links(path, target):
+  raise OSError(errno.EPERM, "Operation not permitted", path)
+
+
+def test_a_file_system_without_hard_links_still_gets_a_lock(tmp_path, monkeypatch):
+  """os.link fails as on gcsfuse or SMB (EPERM, not EEXIST): the lock is made in place,
+  held, refused to a second run, taken over when stale, removed on release; no temp left."""
+  monkeypatch.setattr(os, "link", _no_hard_links)
+  lines = []
+  first = run_lock.OutputDirLock(str(tmp_path), lines.append)
+  record = json.loads((tmp_path / ".bert_tf.lock").read_text())
+  assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+  assert os.listdir(tmp_path) == [".bert_tf.lock"]
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path), lines.append)
+  assert str(error.value) == (
+      f"--output_dir '{tmp_path}' is in use by another run: pid {os.getpid()} on "
+      f"{socket.gethostname()}, started {record['started']} ({_shown(record['command'])}); wait "
+      "for it to end, or use another --output_dir")
+  first.release()
+  assert os.listdir(tmp_path) == [] and not lines
+  stale = {"pid": _dead_pid(), "host": "elsewhere", "started": "2026-01-02 03:04:05 UTC",
+           "command": "run_squad.py"}
+  (tmp_path / ".bert_tf.lock").write_text(json.dumps(stale))
+  with run_lock.OutputDirLock(str(tmp_path), lines.append):
+    assert json.loads((tmp_path / ".bert_tf.lock").read_text())["pid"] == os.getpid()
+    assert os.listdir(tmp_path) == [".bert_tf.lock"]
+    with pytest.raises(BertTfError, match="is in use by another run: pid "):
+      run_lock.OutputDirLock(str(tmp_path))
+  assert lines == [f"taking over {tmp_path}/.bert_tf.lock, left by pid {stale['pid']} on "
+                   "elsewhere, started 2026-01-02 03:04:05 UTC (run_squad.py), which is no "
+                   "longer running"]
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_lock_made_in_place_taken_over_before_its_flock(tmp_path, monkeypatch):
+  """Without hard links, a second run takes over the new lock file between its creation and
+  the first run's flock (it looks stale then): the first run sees the file is no longer the
+  lock and stops with the one line naming the second run; one holder, never two."""
+  monkeypatch.setattr(os, "link", _no_hard_links)
+  import fcntl  # pylint: disable=import-outside-toplevel
+  real_flock, taken = fcntl.flock, []
+
+  def flock_after_a_take_over(fd, how):
+    lock = tmp_path / ".bert_tf.lock"
+    if not taken and lock.exists() and run_lock._same_file(fd, str(lock)):  # pylint: disable=protected-access
+      monkeypatch.setattr(fcntl, "flock", real_flock)
+      taken.append(run_lock.OutputDirLock(str(tmp_path), lambda line: None))
+    return real_flock(fd, how)
+
+  monkeypatch.setattr(fcntl, "flock", flock_after_a_take_over)
+  with pytest.raises(BertTfError, match=r"is in use by another run: pid \d+ on "):
+    run_lock.OutputDirLock(str(tmp_path))
+  assert len(taken) == 1
+  assert run_lock._same_file(taken[0]._fd, str(tmp_path / ".bert_tf.lock"))  # pylint: disable=protected-access
+  taken[0].release()
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_file_system_without_flock_is_one_line(tmp_path, monkeypatch):
+  import fcntl  # pylint: disable=import-outside-toplevel
+
+  def no_locks(fd, how):
+    raise OSError(errno.ENOLCK, "No locks available")
+
+  monkeypatch.setattr(fcntl, "flock", no_locks)
+  with pytest.raises(BertTfError) as error:
+    run_lock.OutputDirLock(str(tmp_path / "out"))
+  assert str(error.value) == (
+      f"--output_dir '{tmp_path}/out': its file system does not support file locks (No locks "
+      "available), so two runs in this folder could not be kept apart; use a folder on a "
+      "local disk")
+  assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
 
 
 def test_remote_folders_get_an_advisory_lock_and_a_warning():

@@ -3,7 +3,9 @@ save's files are whole, after a step; named points of ``bert_tf/faults``), each 
 by the same command: the final outputs (checkpoints, Google export, eval_results.txt,
 test_results.tsv) equal an uninterrupted run's byte for byte and no stray file remains. Ctrl-C
 and SIGTERM at seeded points (the run waits there for the signal): one line, exit 130 or 143,
-and the same command again gives the same outputs."""
+and the same command again gives the same outputs. Its feature file damaged while the run
+holds before reading it: one line naming the file and offset, and the same command again
+writes it anew and gives the same outputs."""
 
 import json
 import os
@@ -80,19 +82,48 @@ def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_
   _assert_same_outputs(out, straight)
 
 
-@pytest.mark.parametrize("signum,i", [(signal.SIGINT, 0), (signal.SIGTERM, 1)])
-def test_ctrl_c_and_sigterm_stop_at_once_and_the_same_command_gives_the_uninterrupted_outputs(
-    command, straight, tmp_path, signum, i):
-  point, n = seeded_points(24, STEPS, 2)[i]  # in a save, after its files, or between steps
+def test_damaged_features_then_ctrl_c_then_sigterm_and_the_same_command_gives_the_outputs(
+    command, straight, tmp_path):
+  """Three stopped runs on one folder, then the same command: the uninterrupted run's outputs.
+  (One final run for the three: each stopped run must leave a folder that resumes exactly.)
+
+  1. train.tf_record, written by the run, is damaged before training reads it (the run holds
+     at the fault point ``records_read``): one line naming the file, the record's offset and
+     what to do, exit 1.
+  2. The next run finds the damage, says so and writes the file again; Ctrl-C at a seeded
+     point (the run waits there for it): one line, exit 130.
+  3. SIGTERM at a later seeded point of the resumed run: one line, exit 143.
+  """
   out = tmp_path / "out"
-  process = hook.start_at_point(command(out), _env(), point, n, tmp_path / "ready", cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  process.send_signal(signum)
+  ready = tmp_path / "ready"
+  process = hook.start_at_point(command(out), _env(), "records_read", 1, ready, action="hold",
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+  record = out / "train.tf_record"
+  offset = hook.flip_in_record(record, 3)
+  damage = (f"{record}: damaged TFRecord at byte {offset} (record 3): the data's CRC-32C does "
+            "not match (a changed byte)")
+  ready.unlink()  # goes on: training reads the damaged file
   _, stderr = process.communicate(timeout=300)
-  code, word = SIGNALS[signum]
-  assert process.returncode == code, (point, n, stderr[-3000:])
-  assert stderr.strip().splitlines()[-1] == f"run_classifier.py: {word}"
+  assert process.returncode == 1, stderr[-3000:]
   assert "Traceback" not in stderr
+  assert stderr.strip().splitlines()[-1] == (
+      f"run_classifier.py: error: {damage}; the next run writes it again")
+  assert not list(out.glob("ckpt-*"))
+
+  order = ("step", "save_start", "save_written")  # within a step, as a run passes them
+  points = sorted(seeded_points(24, STEPS, 2), key=lambda p: (p[1], order.index(p[0])))
+  for signum, (point, n) in zip((signal.SIGINT, signal.SIGTERM), points):
+    ready = tmp_path / f"ready-{signum}"
+    process = hook.start_at_point(command(out), _env(), point, n, ready, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=300)
+    code, word = SIGNALS[signum]
+    assert process.returncode == code, (point, n, stderr[-3000:])
+    assert stderr.strip().splitlines()[-1] == f"run_classifier.py: {word}"
+    assert "Traceback" not in stderr
+    assert (f"{damage}: writing it again" in stderr) == (signum == signal.SIGINT)
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr

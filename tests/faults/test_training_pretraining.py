@@ -192,11 +192,16 @@ def _error_cases(workdir, straight, tmp_path):  # noqa: F811
       f"{PROG}: error: --output_dir '{other}': checkpoint ckpt-6 was written for another "
       "model: bert/embeddings/LayerNorm/beta has shape [32] there, [64] in this model "
       "(another --bert_config_file?); use a new --output_dir")))
+  return cases
+
+
+def _input_cases(tmp_path):
+  """(--input_file, output_dir, expected error) of inputs refused before anything is made."""
+  cases = []
   # Inputs: an empty TFRecord; records written for another max_seq_length.
   empty = tmp_path / "empty.tfrecord"
   empty.write_bytes(b"")
-  cases.append(([f"--input_file={empty}"], tmp_path / "o1",
-                f"{PROG}: error: no records in the input file(s): {empty}"))
+  cases.append((f"{empty}", tmp_path / "o1", f"no records in the input file(s): {empty}"))
   longer = tmp_path / "seq64.tfrecord"
   with tf.io.TFRecordWriter(str(longer)) as writer:
     ints = lambda n: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * n))  # noqa: E731
@@ -205,8 +210,8 @@ def _error_cases(workdir, straight, tmp_path):  # noqa: F811
         "masked_lm_positions": ints(PRED), "masked_lm_ids": ints(PRED),
         "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * PRED)),
         "next_sentence_labels": ints(1)})).SerializeToString())
-  cases.append(([f"--input_file={empty},{longer}"], tmp_path / "o2", (
-      f"{PROG}: error: {longer}: feature input_ids has 64 values, expected {SEQ} "
+  cases.append((f"{empty},{longer}", tmp_path / "o2", (
+      f"{longer}: feature input_ids has 64 values, expected {SEQ} "
       f"(--max_seq_length {SEQ}): the file was written for --max_seq_length 64")))
   return cases
 
@@ -234,6 +239,24 @@ def test_failures_are_one_line_errors_and_nothing_is_overwritten(workdir, straig
       assert not out.exists()
 
 
+def test_foreign_inputs_are_one_line_errors_before_anything_is_written(workdir, tmp_path):  # noqa: F811,E501
+  """In-process (the script's way to its one line is checked above): the library call the
+  script makes, with the script's flags."""
+  from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+  config = checkpoints.load_config(str(workdir / "bert_config.json"))
+  for input_file, out, line in _input_cases(tmp_path):
+    with pytest.raises(BertTfError) as error:
+      pretraining.run_pretraining(
+          config, input_file, str(out), tf.distribute.get_strategy(), max_seq_length=SEQ,
+          max_predictions_per_seq=PRED, do_eval=True, train_batch_size=8, eval_batch_size=8,
+          learning_rate=2e-3, num_train_steps=STEPS, num_warmup_steps=2, max_eval_steps=2,
+          save_checkpoints_steps=1, keep_checkpoint_max=3, steps_per_loop=1, seed=1)
+    assert str(error.value) == line
+    assert not out.exists()
+
+
 def seeded_points(seed, steps, count):
   """``count`` distinct (point, step) of a run of ``steps`` steps with a save every step, in a
   seeded order: inside a save before any file, after a save's files are whole, after a step's
@@ -245,31 +268,34 @@ def seeded_points(seed, steps, count):
 SIGNALS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 
-@pytest.mark.parametrize("signum,i", [(signal.SIGINT, 0), (signal.SIGINT, 1),
-                                      (signal.SIGTERM, 2)])
 def test_ctrl_c_and_sigterm_stop_at_once_and_the_same_command_resumes(
-    workdir, straight, tmp_path, signum, i):  # noqa: F811
-  # The run waits at a seeded point (in a save, between its files and the state, or between
-  # steps) while it gets the signal. (Before Ctrl-C stopped the TensorFlow scripts at once, an
-  # interrupt inside TF's checkpoint code gave "RuntimeError: Exiting device scope without
-  # proper scope nesting" and, once, a segmentation fault at exit.)
-  point, n = seeded_points(20261125, STEPS, 3)[i]
+    workdir, straight, tmp_path):  # noqa: F811
+  # Ctrl-C, Ctrl-C again, then SIGTERM, each while the run waits at a seeded point (in a save,
+  # between its files and the state, or between steps; each resumed run goes to a later
+  # point), then the same command: the uninterrupted run's outputs. (One final run for the
+  # three stops: each must leave a folder that resumes exactly.) (Before Ctrl-C stopped the
+  # TensorFlow scripts at once, an interrupt inside TF's checkpoint code gave "RuntimeError:
+  # Exiting device scope without proper scope nesting" and, once, a segmentation fault at
+  # exit.)
+  order = ("step", "save_start", "save_written")  # within a step, as a run passes them
+  points = sorted(seeded_points(20261125, STEPS, 3), key=lambda p: (p[1], order.index(p[0])))
   out = tmp_path / "out"
-  process = hook.start_at_point(_command(workdir, out, STEPS, FLAGS), _env(), point, n,
-                                tmp_path / "ready", cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-  process.send_signal(signum)
-  _, stderr = process.communicate(timeout=300)
-  code, word = SIGNALS[signum]
-  assert process.returncode == code, (point, n, stderr[-3000:])
-  assert "Traceback" not in stderr
-  assert stderr.strip().splitlines()[-1] == f"{PROG}: {word}"
-  # Checkpoints are whole or absent: every ckpt-N has its index and data. (A stop between TF's
-  # shard write and merge may leave ckpt-N_temp/: the next run removes it.)
-  names = os.listdir(out)
-  for prefix in {n.split(".")[0] for n in names
-                 if n.startswith("ckpt-") and not n.split(".")[0].endswith("_temp")}:
-    assert {f"{prefix}.index", f"{prefix}.data-00000-of-00001"} <= set(names), names
+  for signum, (point, n) in zip((signal.SIGINT, signal.SIGINT, signal.SIGTERM), points):
+    process = hook.start_at_point(_command(workdir, out, STEPS, FLAGS), _env(), point, n,
+                                  tmp_path / f"ready-{point}-{n}", cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=300)
+    code, word = SIGNALS[signum]
+    assert process.returncode == code, (point, n, stderr[-3000:])
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == f"{PROG}: {word}"
+    # Checkpoints are whole or absent: every ckpt-N has its index and data. (A stop between
+    # TF's shard write and merge may leave ckpt-N_temp/: the next run removes it.)
+    names = os.listdir(out)
+    for prefix in {n.split(".")[0] for n in names
+                   if n.startswith("ckpt-") and not n.split(".")[0].endswith("_temp")}:
+      assert {f"{prefix}.index", f"{prefix}.data-00000-of-00001"} <= set(names), names
   result = _run(workdir, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
