@@ -194,7 +194,7 @@ def test_bad_input_is_one_line_error(tmp_path, uncased_vocab):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                for args, _ in cases]
   for process, (_, needle) in zip(processes, cases):
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=600)
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr
     assert f"run_classifier.py: error: {needle}" in stderr.splitlines()
@@ -236,7 +236,7 @@ def test_classify_by_label_name(run, tmp_path):
   lines.write_text("".join(f"{e.text_a} ||| {e.text_b}\n" for e in examples))
   cli = subprocess.run([sys.executable, "-m", "bert_tf", "classify",
                         f"--model={run['out'] / 'google'}", f"--input_file={lines}", "--json"],
-                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
   assert cli.returncode == 0 and cli.stderr == "", cli.stderr[-3000:]
   rows = [json.loads(line) for line in cli.stdout.splitlines()]
   assert [row["label"] for row in rows] == [r["label"] for r in results]
