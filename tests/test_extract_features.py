@@ -17,7 +17,7 @@ LINES = ["The quick brown fox jumps over the lazy dog. ||| It barked back.",
 
 def _run(*args):
   return subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"), *args],
-                        capture_output=True, text=True, cwd=ROOT, timeout=300)
+                        capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def _common(minilm_path):

@@ -68,7 +68,7 @@ def test_flags_exist_and_parse(script):
     pytest.fail(f"{script}.py is missing")
   code = f"SCRIPT = {script!r}\nFILES = {files!r}\n" + _CHECK
   result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300,
+                          text=True, timeout=600,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.strip().splitlines()[-1] == "OK", result.stdout

@@ -440,7 +440,7 @@ def test_counted_skips_and_warnings(corpus_files, uncased_vocab, tmp_path, caplo
 def _script(*args):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, "data_prep", "create_pretraining_data.py"), *args],
-      capture_output=True, text=True, cwd=ROOT, timeout=300,
+      capture_output=True, text=True, cwd=ROOT, timeout=600,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 

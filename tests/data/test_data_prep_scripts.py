@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _run(script, *args):
   return subprocess.run([sys.executable, os.path.join(ROOT, "data_prep", script), *args],
-                        capture_output=True, text=True, cwd=ROOT, timeout=300,
+                        capture_output=True, text=True, cwd=ROOT, timeout=600,
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 

@@ -31,7 +31,7 @@ def _script(*args, hide_beam=False):
     prelude += "sys.modules['apache_beam'] = None\n"
   prelude += f"sys.argv = [{SCRIPT!r}] + sys.argv[1:]\nrunpy.run_path({SCRIPT!r}, run_name='__main__')\n"
   return subprocess.run([sys.executable, "-c", prelude, *args], capture_output=True, text=True,
-                        cwd=ROOT, timeout=300,
+                        cwd=ROOT, timeout=600,
                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
                              "PYTHONPATH": os.pathsep.join(
                                  [ROOT] + os.environ.get("PYTHONPATH", "").split(os.pathsep))})

@@ -122,14 +122,14 @@ def test_check_tool_names_file_offset_and_record(tmp_path):
   bad.write_bytes(bytes(data))
   command = [sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
              f"--input_file={tmp_path}/a-*.tfrecord"]
-  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
   assert result.returncode == 1
   assert result.stdout.splitlines() == [f"{good}: 60 records, every CRC matches"]
   assert result.stderr.strip().splitlines() == [
       f"check_tfrecords.py: error: {bad}: damaged TFRecord at byte {offsets[44]} (record 44): "
       f"the data's CRC-32C does not match (a changed byte); {record_check.ADVICE}"]
   bad.write_bytes(bytes(data[:offsets[44]]))
-  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
   assert result.returncode == 0, result.stderr
   assert result.stdout.splitlines()[-1] == (
       f"2 file(s), {60 + 44} records, {os.path.getsize(good) + offsets[44]} bytes: no damage")
@@ -142,7 +142,7 @@ def test_check_tool_needs_no_tensorflow(tmp_path):
           "run_name='__main__')\nexcept SystemExit:\n  pass\nassert 'tensorflow' not in "
           "sys.modules, 'imported'\nprint('no tensorflow')")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+                          cwd=ROOT, timeout=600)
   assert result.stdout.splitlines()[-1] == "no tensorflow", result.stderr[-2000:]
 
 

@@ -23,7 +23,7 @@ class CdpError(AssertionError):
 class Page:
   """``with Page(chromium, url, width) as page: page.evaluate("1 + 1")``."""
 
-  def __init__(self, chromium, url, width=1200, height=900, timeout=60):
+  def __init__(self, chromium, url, width=1200, height=900, timeout=600):
     self._deadline = time.monotonic() + timeout
     self._profile = tempfile.TemporaryDirectory(prefix="chromium-profile-")
     to_child_r, self._to_child = os.pipe()

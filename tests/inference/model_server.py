@@ -58,7 +58,7 @@ class ModelServer:
         self.wfile.write(body[:len(body) // 2])
         self.wfile.flush()
         if server.mode == "hold":
-          server._release.wait(120)  # pylint: disable=protected-access
+          server._release.wait(600)  # pylint: disable=protected-access  # (bounds a hang)
         self.close_connection = True
 
       def log_message(self, *args):  # pylint: disable=arguments-differ

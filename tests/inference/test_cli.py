@@ -177,7 +177,7 @@ def test_missing_matplotlib_is_reported_before_the_model_loads(capsys, tmp_path,
 def test_module_entry_point_prints_one_line_error(tmp_path):
   result = subprocess.run([sys.executable, "-m", "bert_tf", "embed",
                            f"--model={tmp_path / 'missing'}", "--output_file=x.npy", "hello"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
   assert result.returncode == 1
   # TensorFlow's own start-up lines may come first; ours is the last and only one.
   assert result.stderr.splitlines()[-1] == (

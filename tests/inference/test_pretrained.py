@@ -19,6 +19,7 @@ import bert_tf
 from bert_tf import extract, pretrained, tokenization
 from bert_tf.modeling import BertModel, checkpoints
 from bert_tf.__main__ import main as cli_main
+from tests.faults import hook
 from tests.inference.conftest import FILL_MASK
 from tests.inference.model_server import google_zip
 
@@ -168,7 +169,9 @@ def test_a_killed_download_leaves_nothing_whole_and_the_next_call_cleans_up(
        "pretrained.folder('bert-base-uncased')"],
       env=dict(os.environ, PYTHONPATH=ROOT), stderr=subprocess.PIPE)
   try:
-    deadline = time.monotonic() + 120
+    # The wait ends when the held download's first half is on disk (the server then waits
+    # for release(): the state lasts); the deadline only bounds a hang.
+    deadline = time.monotonic() + hook.WAIT_S
     partial = []
     while not partial and time.monotonic() < deadline and child.poll() is None:
       partial = [p for p in (parent.iterdir() if parent.exists() else [])
@@ -177,7 +180,7 @@ def test_a_killed_download_leaves_nothing_whole_and_the_next_call_cleans_up(
       time.sleep(0.05)
     assert partial, child.stderr.read().decode() if child.poll() is not None else "no temp"
     child.send_signal(signal.SIGKILL)  # while it waits for the rest of the zip
-    child.wait(30)
+    child.wait(hook.WAIT_S)
   finally:
     if child.poll() is None:
       child.kill()
@@ -198,10 +201,17 @@ def test_a_killed_download_leaves_nothing_whole_and_the_next_call_cleans_up(
       "uncased_L-12_H-768_A-12", running.name]
 
 
-def test_offline_is_one_line(model_mirror, monkeypatch, capsys):
-  with socket.socket() as s:  # a port nothing listens on
+@pytest.fixture
+def refused_port():
+  """A port bound by this test and not listening: connections are refused, and the port stays
+  the test's (one closed after bind could be taken by another process meanwhile)."""
+  with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+    yield s.getsockname()[1]
+
+
+def test_offline_is_one_line(model_mirror, monkeypatch, capsys, refused_port):
+  port = refused_port
   monkeypatch.setenv(pretrained.MIRROR_ENV, f"http://127.0.0.1:{port}")
   address = f"http://127.0.0.1:{port}/2018_10_18/uncased_L-12_H-768_A-12.zip"
   with pytest.raises(bert_tf.BertTfError) as error:
@@ -280,7 +290,7 @@ def test_the_cli_and_the_scripts_take_names(tiny_google, model_mirror, tmp_path,
       [sys.executable, os.path.join(ROOT, "extract_features.py"),
        f"--input_file={tmp_path / 'input.txt'}", f"--output_file={tmp_path / 'name.jsonl'}",
        "--layers=-1,-2", "--max_seq_length=16", "--init_checkpoint=bert-base-uncased"],
-      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=600,
       check=False)
   assert done.returncode == 0, done.stderr
   model = BertModel(checkpoints.load_config(str(folder / "bert_config.json")))
@@ -308,7 +318,7 @@ def test_create_pretraining_data_takes_a_name_for_its_vocab(tiny_google, model_m
          f"--input_file={tmp_path / 'corpus.txt'}", f"--output_file={tmp_path / how}.tfrecord",
          f"--vocab_file={vocab}", "--max_seq_length=32", "--max_predictions_per_seq=5",
          "--dupe_factor=2", "--random_seed=7"],
-        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=600,
         check=False)
     assert done.returncode == 0, done.stderr
     outputs[how] = (tmp_path / f"{how}.tfrecord").read_bytes()

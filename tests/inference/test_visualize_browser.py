@@ -31,7 +31,7 @@ if CHROMIUM is None:
               "pictures are not rendered", allow_module_level=True)
 
 
-def _chromium(*args, timeout=120):
+def _chromium(*args, timeout=600):
   # A profile of its own per run: runs side by side (pytest -n 2) never share a profile lock.
   with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
     command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",

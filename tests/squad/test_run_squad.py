@@ -403,7 +403,7 @@ def test_script_bad_input_exits_1_with_one_line(tmp_path, uncased_vocab):
       [sys.executable, str(REPO / "run_squad.py"), f"--vocab_file={uncased_vocab}",
        f"--bert_config_file={config}", f"--output_dir={tmp_path / 'out'}", "--do_train",
        f"--train_file={tmp_path / 'nope.json'}"],
-      capture_output=True, text=True, cwd=str(REPO), timeout=300)
+      capture_output=True, text=True, cwd=str(REPO), timeout=600)
   assert process.returncode == 1
   assert "Traceback" not in process.stderr
   assert process.stderr.strip().splitlines()[-1] == (

@@ -5,6 +5,7 @@ deadline and killed in ``finally`` whatever happens.
 """
 
 import contextlib
+import errno
 import json
 import os
 import random
@@ -20,18 +21,55 @@ import tensorflow as tf
 from tests.reference.google_bert import google
 
 
-def free_ports(n):
-  """``n`` distinct TCP ports free on 127.0.0.1 now (the OS picks them)."""
-  sockets = []
+_PORTS = random.Random()  # this process's own sequence, whatever the tests seed
+_RESERVED = []  # the reservations of this process's ports, held until it exits
+
+
+def _unreserved_range():
+  """Ports below the kernel's ephemeral range: neither a bind to port 0 nor an outgoing
+  connection's source port is ever one of them, so only a process that names one takes it."""
   try:
-    for _ in range(n):
-      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      s.bind(("127.0.0.1", 0))
-      sockets.append(s)
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
+    with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+      low = int(f.read().split()[0])
+  except (OSError, ValueError, IndexError):
+    low = 32768
+  return (15000, low) if low > 16000 else (15000, 32768)
+
+
+def _reserve(port):
+  """Whether ``port`` is now this process's for good: an abstract Unix socket named after it
+  (Linux; released by the kernel when the process ends, however it ends) tells another copy of
+  the suite running beside this one to pick another."""
+  lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  try:
+    lock.bind(f"\0bert_tf-tests-port-{port}")
+  except OSError as e:
+    lock.close()
+    if e.errno == errno.EADDRINUSE:
+      return False
+    return True  # No abstract sockets (not Linux): no reservation, the bind check alone.
+  _RESERVED.append(lock)
+  return True
+
+
+def free_ports(n):
+  """``n`` distinct TCP ports free on 127.0.0.1 that no other process picks until the workers
+  bind them: taken outside the ephemeral range, reserved for this process (so a concurrent
+  copy of the suite, or a later test of this one, never gets them) and checked free.
+  TensorFlow's gRPC server refuses SO_REUSEPORT, so the port itself cannot stay bound here."""
+  low, high = _unreserved_range()
+  ports = []
+  while len(ports) < n:
+    port = _PORTS.randrange(low, high)
+    if port in ports or not _reserve(port):
+      continue
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+      try:
+        s.bind(("127.0.0.1", port))
+      except OSError:
+        continue  # Some other program's; reserved now, so not tried again.
+    ports.append(port)
+  return ports
 
 
 def tf_config(ports, index):

@@ -182,19 +182,21 @@ def test_bad_input_is_one_line_error(tmp_path, uncased_vocab):
                     '"max_position_embeddings": 64, "type_vocab_size": 2, '
                     '"initializer_range": 0.02}')
   common = [f"--vocab_file={uncased_vocab}", f"--bert_config_file={config}",
-            f"--output_dir={tmp_path / 'out'}", f"--data_dir={bad}", "--max_seq_length=32"]
+            f"--data_dir={bad}", "--max_seq_length=32"]
   cases = [
       (["--task_name=MRPC", "--do_train=True"],
        f"{bad / 'train.tsv'}:3: expected 5 tab-separated columns as in the header, found 4"),
       (["--task_name=MRPC"], "at least one of --do_train, --do_eval or --do_predict must be "
                              "True (or --export_dir to export a fine-tuned checkpoint)"),
   ]
-  # Both at once: each is mostly TensorFlow's start-up.
-  processes = [subprocess.Popen(_command(*common, *args), cwd=ROOT, env=_env(), text=True,
+  # Both at once: each is mostly TensorFlow's start-up. Each has an output folder of its own:
+  # two runs on one folder are refused (its lock), whichever checks first.
+  processes = [subprocess.Popen(_command(*common, f"--output_dir={tmp_path / f'out{i}'}",
+                                         *args), cwd=ROOT, env=_env(), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for args, _ in cases]
+               for i, (args, _) in enumerate(cases)]
   for process, (_, needle) in zip(processes, cases):
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=600)
     assert process.returncode == 1, stderr[-2000:]
     assert "Traceback" not in stderr
     assert f"run_classifier.py: error: {needle}" in stderr.splitlines()
@@ -236,7 +238,7 @@ def test_classify_by_label_name(run, tmp_path):
   lines.write_text("".join(f"{e.text_a} ||| {e.text_b}\n" for e in examples))
   cli = subprocess.run([sys.executable, "-m", "bert_tf", "classify",
                         f"--model={run['out'] / 'google'}", f"--input_file={lines}", "--json"],
-                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
   assert cli.returncode == 0 and cli.stderr == "", cli.stderr[-3000:]
   rows = [json.loads(line) for line in cli.stdout.splitlines()]
   assert [row["label"] for row in rows] == [r["label"] for r in results]

@@ -102,10 +102,9 @@ def test_missing_gpus_and_unknown_strategy_are_errors():
     distribution.get_strategy("parameter_server")
 
 
-def _closed_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+# Bounds that only tell "gave up" from "waited the default --tpu_timeout_s (600 s)": far above
+# what a loaded machine adds, far below the default.
+GAVE_UP_S = distribution.DEFAULT_TPU_TIMEOUT_S / 4
 
 
 def test_unknown_tpu_name_fails_fast_naming_tpu_and_zone():
@@ -113,7 +112,7 @@ def test_unknown_tpu_name_fails_fast_naming_tpu_and_zone():
   with pytest.raises(BertTfError) as error:
     distribution.get_strategy("tpu", tpu="no-such-tpu-xyz", tpu_zone="us-central1-f",
                               gcp_project="no-such-project")
-  assert time.monotonic() - start < 30
+  assert time.monotonic() - start < GAVE_UP_S
   message = str(error.value)
   what = "TPU 'no-such-tpu-xyz' (zone us-central1-f, project no-such-project)"
   if _has_cloud_tpu_client():
@@ -136,12 +135,18 @@ def _has_cloud_tpu_client():
 
 
 def test_unreachable_tpu_address_fails_fast():
-  port = _closed_port()
-  start = time.monotonic()
-  with pytest.raises(BertTfError, match=rf"cannot reach TPU 'grpc://127.0.0.1:{port}' "
-                     rf"\(zone europe-west4-a\) at grpc://127.0.0.1:{port}: "):
-    distribution.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", tpu_zone="europe-west4-a")
-  assert time.monotonic() - start < 15
+  # A port bound by this test and not listening: a connection is refused, and the port stays
+  # this test's (one closed after bind could be taken by another process before the probe).
+  with socket.socket() as closed:
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(BertTfError, match=rf"cannot reach TPU 'grpc://127.0.0.1:{port}' "
+                       rf"\(zone europe-west4-a\) at grpc://127.0.0.1:{port}: "
+                       r".*[Cc]onnection refused"):
+      distribution.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}",
+                                tpu_zone="europe-west4-a")
+    assert time.monotonic() - start < GAVE_UP_S
 
 
 _SUBPROCESS = textwrap.dedent("""
@@ -165,13 +170,14 @@ _SUBPROCESS = textwrap.dedent("""
     ("silent", "did not answer within 3 s"),
 ])
 def test_tpu_that_does_not_answer_gives_up(tpu, message):
-  # A subprocess: connecting to a cluster changes the process-wide TensorFlow context.
-  start = time.monotonic()
-  result = subprocess.run([sys.executable, "-c", _SUBPROCESS, tpu], cwd=REPO, timeout=120,
+  # A subprocess: connecting to a cluster changes the process-wide TensorFlow context. The
+  # process exits despite the stuck connecting thread: a hang is the timeout's error (a bound
+  # far above TensorFlow's start on a loaded machine, not a measure of it).
+  result = subprocess.run([sys.executable, "-c", _SUBPROCESS, tpu], cwd=REPO, timeout=600,
                           capture_output=True, text=True,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   lines = [line for line in result.stdout.splitlines() if line.startswith("ERROR")]
   assert len(lines) == 1, result.stdout + result.stderr
   assert message in lines[0]
-  assert float(lines[0].split()[1]) < 10  # Seconds inside get_strategy.
-  assert time.monotonic() - start < 90  # And the process exits despite the stuck thread.
+  # Seconds inside get_strategy: the 3 s of --tpu_timeout_s, not the 600 s default.
+  assert float(lines[0].split()[1]) < GAVE_UP_S

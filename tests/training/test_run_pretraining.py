@@ -137,7 +137,7 @@ def test_bad_flags_are_one_line_errors(workdir, tmp_path):
       (["--train_batch_size=7", "--gradient_accumulation_steps=2"], "must divide evenly"),
       ([f"--bert_config_file={tmp_path}/missing.json"], "config file not found")):
     result = subprocess.run(_command(workdir, tmp_path / "o", 2, extra), capture_output=True,
-                            text=True, cwd=ROOT, timeout=300, env=_env())
+                            text=True, cwd=ROOT, timeout=600, env=_env())
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert needle in result.stderr.strip().splitlines()[-1]
@@ -146,7 +146,7 @@ def test_bad_flags_are_one_line_errors(workdir, tmp_path):
 def test_forced_fused_attention_without_a_gpu_is_a_one_line_error(workdir, tmp_path):
   result = subprocess.run(
       _command(workdir, tmp_path / "o", 2, ["--attention_implementation=cudnn"]),
-      capture_output=True, text=True, cwd=ROOT, timeout=300, env=_env())
+      capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
   assert result.returncode == 1, result.stderr[-2000:]
   assert "Traceback" not in result.stderr
   assert ("error: --attention_implementation=cudnn: cuDNN's fused attention cannot run the "
