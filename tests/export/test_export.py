@@ -166,7 +166,7 @@ def _check_in_fresh_process(tmp_path, child_body, expected):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   result = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip().splitlines()[-1] == "OK", result.stdout[-3000:]
 

@@ -14,7 +14,7 @@ import time
 
 from bert_tf import faults
 
-WAIT_S = 300  # Start-up of a TensorFlow script on a loaded 2-core machine, and the work before.
+WAIT_S = 600  # Start-up of a TensorFlow script on a loaded 2-core machine, and the work before.
 
 
 def env(base, point, n=1, ready=None, action="pause"):

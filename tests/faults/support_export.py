@@ -10,7 +10,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def run_script(*argv, timeout=300):
+def run_script(*argv, timeout=600):
   """``python argv...`` from the repository root (``run_squad.py ...``, ``-m bert_tf ...``)
   -> CompletedProcess with text stdout/stderr."""
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}

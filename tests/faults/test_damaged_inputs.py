@@ -106,7 +106,7 @@ def test_damaged_record_mid_run_is_one_line_and_again_after_resume(work, tmp_pat
   # The checker names the same record.
   check = subprocess.run([sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
                           f"--input_file={work_dir}/data-*.tfrecord"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300)
+                         text=True, cwd=ROOT, timeout=600)
   assert _one_line(check) == expected.replace(PROG, "check_tfrecords.py", 1)
   if how == "truncated":
     return  # the rest is the same for both kinds of damage

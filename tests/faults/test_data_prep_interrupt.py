@@ -62,7 +62,7 @@ def _clean(tmp_path_factory, uncased_vocab):
     if workers not in cache:
       folder = tmp_path_factory.mktemp(f"clean{workers}")
       result = subprocess.run(_command(uncased_vocab, folder, workers), cwd=ROOT, env=_ENV,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=600)
       assert result.returncode == 0, result.stderr[-2000:]
       assert _listing(folder) == NAMES
       cache[workers] = _digests(folder)
@@ -104,13 +104,13 @@ def test_ctrl_c_and_sigterm_are_one_line_and_leave_nothing(tmp_path, uncased_voc
     os.killpg(process.pid, signum)  # a terminal's Ctrl-C: the whole foreground group
   else:
     process.send_signal(signum)  # a preemption's SIGTERM: the main process alone
-  _, stderr = process.communicate(timeout=120)
+  _, stderr = process.communicate(timeout=600)
   assert process.returncode == code, stderr[-2000:]
   assert stderr.strip().splitlines() == [f"{PROG}: {word}"]
   assert _listing(folder) == []
   assert _group_gone(process.pid), "a worker outlived the stopped run"
   again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=_ENV,
-                         timeout=300)
+                         timeout=600)
   assert again.returncode == 0, again.stderr[-2000:]
   assert _digests(folder) == clean(workers)
 
@@ -124,10 +124,10 @@ def test_sigkill_while_writing_then_the_same_command(tmp_path, uncased_vocab, cl
   n = random.Random(20261125).sample(range(1, _passes(workers) + 1), _passes(workers))[i]
   process = _start_at(command, folder, n)
   os.killpg(process.pid, signal.SIGKILL)
-  process.communicate(timeout=60)
+  process.communicate(timeout=600)
   assert process.returncode == -signal.SIGKILL
   assert any(".tmp-" in name for name in os.listdir(folder))  # what the next run must clean
   again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=_ENV,
-                         timeout=300)
+                         timeout=600)
   assert again.returncode == 0, again.stderr[-2000:]
   assert _digests(folder) == clean(workers)

@@ -13,7 +13,7 @@ from tests.faults.test_data_prep_interrupt import _ENV, ROOT, _command
 def test_workers_of_a_killed_parent_exit_without_a_traceback(tmp_path, minilm_path):
   command = _command(minilm_path / "vocab.txt", tmp_path, "2")
   # stderr is a pipe every worker shares: run() returns at its end, once every worker exited.
-  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+  result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
                           env={**_ENV, "BERT_TF_FAULT": "kill_parent:shard_start"},
                           start_new_session=True)
   assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]

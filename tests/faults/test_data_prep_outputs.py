@@ -18,7 +18,7 @@ PROG = "create_pretraining_data.py"
 def _script(*args):
   return subprocess.run(
       [sys.executable, os.path.join(ROOT, "data_prep", PROG), *args],
-      capture_output=True, text=True, cwd=ROOT, timeout=300,
+      capture_output=True, text=True, cwd=ROOT, timeout=600,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
@@ -137,7 +137,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, vocab, workers):
       [sys.executable, os.path.join(ROOT, "data_prep", PROG), f"--input_file={SOTU}",
        f"--output_file={out}", f"--vocab_file={vocab}", "--dupe_factor=1",
        "--max_seq_length=32", "--max_predictions_per_seq=5", f"--num_workers={workers}"],
-      capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+      capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
   assert result.returncode == 1, result.stderr[-2000:]
   assert "Traceback" not in result.stderr
   last = result.stderr.strip().splitlines()[-1]

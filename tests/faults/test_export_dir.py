@@ -221,7 +221,7 @@ def test_an_overwrite_killed_between_its_two_renames_loses_nothing(tmp_path):
   before = digests(tmp_path)
   killed = subprocess.run(
       [sys.executable, "-c", _WRITE_NEW_EXPORT, str(target)], cwd=ROOT, capture_output=True,
-      text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+      text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
                                    "BERT_TF_FAULT": "kill:export_swap"})
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert not target.exists()
@@ -314,7 +314,7 @@ def test_a_hugging_face_overwrite_killed_between_its_two_renames_loses_nothing(t
 
   killed = subprocess.run(
       [sys.executable, "-c", _WRITE_NEW_HF_EXPORT, str(target), str(vocab)], cwd=ROOT,
-      capture_output=True, text=True, timeout=300,
+      capture_output=True, text=True, timeout=600,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT": "kill:export_swap"})
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   left = {re.sub(r"tmp-\d+-[0-9a-f]{8}$", "tmp-*", name): name for name in os.listdir(out)}

@@ -47,7 +47,7 @@ def export(prefix, seed):
 def _killed_export(prefix, seed):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "BERT_TF_FAULT": "kill:google_export_data"}
   return subprocess.run([sys.executable, "-c", _EXPORT, str(prefix), str(seed)], cwd=ROOT,
-                        env=env, capture_output=True, text=True, timeout=300)
+                        env=env, capture_output=True, text=True, timeout=600)
 
 
 def _read(prefix):

@@ -37,7 +37,7 @@ def _hold_and_damage(command, tmp_path, n, record, k):
                                 text=True)
   offset = hook.flip_in_record(record, k)
   ready.unlink()
-  _, stderr = process.communicate(timeout=300)
+  _, stderr = process.communicate(timeout=600)
   assert process.returncode == 1, stderr[-3000:]
   assert "Traceback" not in stderr, stderr[-3000:]
   damage = (f"{record}: damaged TFRecord at byte {offset} (record {k}): the data's CRC-32C "

@@ -104,7 +104,7 @@ def test_damaged_features_then_ctrl_c_then_sigterm_and_the_same_command_gives_th
   damage = (f"{record}: damaged TFRecord at byte {offset} (record 3): the data's CRC-32C does "
             "not match (a changed byte)")
   ready.unlink()  # goes on: training reads the damaged file
-  _, stderr = process.communicate(timeout=300)
+  _, stderr = process.communicate(timeout=600)
   assert process.returncode == 1, stderr[-3000:]
   assert "Traceback" not in stderr
   assert stderr.strip().splitlines()[-1] == (
@@ -118,7 +118,7 @@ def test_damaged_features_then_ctrl_c_then_sigterm_and_the_same_command_gives_th
     process = hook.start_at_point(command(out), _env(), point, n, ready, cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=600)
     code, word = SIGNALS[signum]
     assert process.returncode == code, (point, n, stderr[-3000:])
     assert stderr.strip().splitlines()[-1] == f"run_classifier.py: {word}"

@@ -285,7 +285,7 @@ def test_ctrl_c_and_sigterm_stop_at_once_and_the_same_command_resumes(
                                   tmp_path / f"ready-{point}-{n}", cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=300)
+    _, stderr = process.communicate(timeout=600)
     code, word = SIGNALS[signum]
     assert process.returncode == code, (point, n, stderr[-3000:])
     assert "Traceback" not in stderr
