@@ -31,7 +31,7 @@ _DEFINE = re.compile(r"DEFINE_(?!alias)\w+\(\s*\"(\w+)\"")
 # argv[1]: a JSON list of [script path, *args]; argv[2]: a folder for each child's stdout and
 # stderr (<i>.out, <i>.err). Prints the exit statuses as a JSON list.
 _FORKER = r"""
-import json, os, runpy, sys, traceback
+import json, os, runpy, signal, sys, traceback
 from bert_tf import cli  # noqa: F401  (quiet.setup, before TensorFlow, as in the scripts)
 import bert_tf.training.flags  # noqa: F401  (TensorFlow and the shared modules, once)
 commands, folder = json.loads(sys.argv[1]), sys.argv[2]
@@ -40,6 +40,7 @@ for i, argv in enumerate(commands):
   sys.stdout.flush(); sys.stderr.flush()
   pid = os.fork()
   if pid == 0:
+    signal.alarm(240)  # a child that hangs ends (SIGALRM) rather than outliving the test
     for fd, ext in ((1, "out"), (2, "err")):
       target = os.open(os.path.join(folder, f"{i}.{ext}"), os.O_WRONLY | os.O_CREAT, 0o644)
       os.dup2(target, fd)
