@@ -18,6 +18,7 @@ PREDICTIONS=${PREDICTIONS:-10}
 FIRST_STEPS=${FIRST_STEPS:-500}
 TRAIN_STEPS=${TRAIN_STEPS:-1500}
 EPOCHS=${EPOCHS:-3}                      # fine-tuning epochs
+EVAL_STEPS=${EVAL_STEPS:-20}             # pretraining eval batches (of 32)
 mkdir -p "$OUT"
 start=$(date +%s)
 
@@ -58,7 +59,7 @@ for steps in "$FIRST_STEPS" "$TRAIN_STEPS"; do
     --do_train=True --do_eval=True --max_seq_length="$SEQ" \
     --max_predictions_per_seq="$PREDICTIONS" --train_batch_size=32 --eval_batch_size=32 \
     --learning_rate=3e-4 --num_train_steps="$steps" --num_warmup_steps=100 \
-    --steps_per_loop=100 --save_checkpoints_steps=100 --max_eval_steps=20 --seed=1
+    --steps_per_loop=100 --save_checkpoints_steps=100 --max_eval_steps="$EVAL_STEPS" --seed=1
   # The step the eval ran at (a run over a folder that is already further along trains nothing
   # and evaluates where it is).
   step=$(sed -n 's/^global_step = //p' "$OUT/pretraining/eval_results.txt")

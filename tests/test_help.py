@@ -1,7 +1,16 @@
 """``--help`` of every script, run as ``python script.py`` and as the installed console
 command: exit status 0, the script's description, and every flag it defines (its own and the
-shared training flags of bert_tf.training.flags), found by reading the sources."""
+shared training flags of bert_tf.training.flags), found by reading the sources.
 
+All in one Python process: it imports what the scripts share (TensorFlow, through
+bert_tf.training.flags, after bert_tf.cli's quieting, as a script does), then forks one child
+per command, which runs the script (or the console command's pip wrapper) as ``__main__``
+with ``runpy``, ``sys.argv`` and ``sys.path[0]`` as ``python script.py --help`` sets them, its
+file descriptors 1 and 2 into files: the child's exit status, stdout and stderr are the
+command's. Each child starts from the parent's flags (none defined), as a new process does,
+so the scripts' flag definitions do not meet; one TensorFlow import instead of twelve."""
+
+import json
 import os
 import re
 import subprocess
@@ -19,6 +28,43 @@ CONSOLE = {"bert_tf_run_pretraining": "run_pretraining.py",
            "bert_tf_extract_features": "extract_features.py"}
 _DEFINE = re.compile(r"DEFINE_(?!alias)\w+\(\s*\"(\w+)\"")
 
+# argv[1]: a JSON list of [script path, *args]; argv[2]: a folder for each child's stdout and
+# stderr (<i>.out, <i>.err). Prints the exit statuses as a JSON list.
+_FORKER = r"""
+import json, os, runpy, signal, sys, traceback
+from bert_tf import cli  # noqa: F401  (quiet.setup, before TensorFlow, as in the scripts)
+import bert_tf.training.flags  # noqa: F401  (TensorFlow and the shared modules, once)
+commands, folder = json.loads(sys.argv[1]), sys.argv[2]
+statuses = []
+for i, argv in enumerate(commands):
+  sys.stdout.flush(); sys.stderr.flush()
+  pid = os.fork()
+  if pid == 0:
+    signal.alarm(240)  # a child that hangs ends (SIGALRM) rather than outliving the test
+    for fd, ext in ((1, "out"), (2, "err")):
+      target = os.open(os.path.join(folder, f"{i}.{ext}"), os.O_WRONLY | os.O_CREAT, 0o644)
+      os.dup2(target, fd)
+      os.close(target)
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    code = 0
+    try:
+      runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:  # as the interpreter turns it into an exit status
+      if e.code is None or isinstance(e.code, int):
+        code = e.code or 0
+      else:
+        print(e.code, file=sys.stderr)
+        code = 1
+    except BaseException:  # pylint: disable=broad-except
+      traceback.print_exc()
+      code = 1
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(code)
+  statuses.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+print(json.dumps(statuses))
+"""
+
 
 def _defined_flags(script):
   with open(os.path.join(ROOT, script), encoding="utf-8") as f:
@@ -35,15 +81,43 @@ def _first_doc_line(script):
     return f.read().split('"""')[1].strip().splitlines()[0]
 
 
-def _run_all(commands):
+def _console_folder():
+  return os.path.dirname(sys.executable)
+
+
+def _console_installed():
+  return all(os.path.exists(os.path.join(_console_folder(), name)) for name in CONSOLE)
+
+
+def _commands():
+  """{key: argv}: each script's --help, and (when installed) each console command's, plus
+  run_squad's --helpfull."""
+  commands = {script: [os.path.join(ROOT, script), "--help"] for script in SCRIPTS}
+  if _console_installed():
+    for name in CONSOLE:
+      commands[name] = [os.path.join(_console_folder(), name), "--help"]
+    commands["--helpfull"] = [os.path.join(_console_folder(), "bert_tf_run_squad"), "--helpfull"]
+  return commands
+
+
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory):
+  """{key: (exit status, stdout, stderr)} of every command of ``_commands``."""
+  folder = tmp_path_factory.mktemp("help")
+  commands = _commands()
   env = {**os.environ, "PYTHONPATH": ROOT}
-  processes = [subprocess.Popen(command, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE) for command in commands]
-  return [(p, *p.communicate(timeout=300)) for p in processes]
+  result = subprocess.run([sys.executable, "-c", _FORKER, json.dumps(list(commands.values())),
+                           str(folder)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  statuses = json.loads(result.stdout.splitlines()[-1])
+  assert len(statuses) == len(commands), result.stdout[-3000:]
+  return {key: (status, (folder / f"{i}.out").read_text(), (folder / f"{i}.err").read_text())
+          for i, (key, status) in enumerate(zip(commands, statuses))}
 
 
-def _check(script, process, stdout, stderr):
-  assert process.returncode == 0, (script, stderr[-2000:])
+def _check(script, status, stdout, stderr):
+  assert status == 0, (script, stderr[-2000:])
   assert stdout.startswith(_first_doc_line(script)), (script, stdout[:300])
   listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", stdout, re.M))
   defined = _defined_flags(script)
@@ -51,24 +125,19 @@ def _check(script, process, stdout, stderr):
   assert "--helpfull" not in listed and "Traceback" not in stderr
 
 
-def test_script_help_lists_every_flag_and_exits_0():
-  commands = [[sys.executable, os.path.join(ROOT, s), "--help"] for s in SCRIPTS]
-  for script, (process, stdout, stderr) in zip(SCRIPTS, _run_all(commands)):
-    _check(script, process, stdout, stderr)
+def test_script_help_lists_every_flag_and_exits_0(helps):
+  for script in SCRIPTS:
+    _check(script, *helps[script])
 
 
-def test_console_scripts_help_lists_every_flag_and_exits_0():
-  folder = os.path.dirname(sys.executable)
-  missing = [name for name in CONSOLE if not os.path.exists(os.path.join(folder, name))]
-  if missing:
+def test_console_scripts_help_lists_every_flag_and_exits_0(helps):
+  if not _console_installed():
+    missing = [name for name in CONSOLE
+               if not os.path.exists(os.path.join(_console_folder(), name))]
     pytest.skip(f"console scripts not installed beside {sys.executable}: {missing} "
                 "(pip install -e .)")
-  names = list(CONSOLE)
-  commands = [[os.path.join(folder, name), "--help"] for name in names]
-  commands.append([os.path.join(folder, "bert_tf_run_squad"), "--helpfull"])
-  results = _run_all(commands)
-  for name, (process, stdout, stderr) in zip(names, results):
-    _check(CONSOLE[name], process, stdout, stderr)
-  process, stdout, stderr = results[-1]
-  _check("run_squad.py", process, stdout, stderr)
+  for name, script in CONSOLE.items():
+    _check(script, *helps[name])
+  status, stdout, stderr = helps["--helpfull"]
+  _check("run_squad.py", status, stdout, stderr)
   assert "--[no]logtostderr" in stdout  # --helpfull adds absl's own flags.

@@ -24,14 +24,26 @@ NOISE = ("cuInit", "cudart_stub", "InitializeLog", "cpu_feature_guard", "Shardin
 def quickstart(tmp_path_factory):
   """``(out folder, merged stdout+stderr lines)`` of one tiny quickstart run."""
   out = tmp_path_factory.mktemp("quickstart") / "out"
+  return out, _run_quickstart(out, FIRST_STEPS, TRAIN_STEPS)
+
+
+# Few steps (what the tests check is that each step runs and what it prints, not how well the
+# model learns): pretraining to FIRST_STEPS, then resumed to TRAIN_STEPS, each evaluated on
+# EVAL_STEPS batches; a twentieth of an epoch of fine-tuning.
+FIRST_STEPS, TRAIN_STEPS, EVAL_STEPS = 2, 4, 2
+
+
+def _run_quickstart(out, first_steps, train_steps):
+  """quickstart.sh's merged stdout+stderr lines (it must exit 0)."""
   env = {**os.environ, "OUT": str(out), "PY": sys.executable, "PYTHONUNBUFFERED": "1",
-         "FIRST_STEPS": "10", "TRAIN_STEPS": "20", "EPOCHS": "0.1", "VOCAB_SIZE": "600"}
+         "FIRST_STEPS": str(first_steps), "TRAIN_STEPS": str(train_steps),
+         "EVAL_STEPS": str(EVAL_STEPS), "EPOCHS": "0.05", "VOCAB_SIZE": "600"}
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the user's default
   result = subprocess.run(["bash", os.path.join(ROOT, "quickstart.sh")], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900)
   assert result.returncode == 0, result.stdout[-6000:]
-  return out, result.stdout.splitlines()
+  return result.stdout.splitlines()
 
 
 def _segments(lines):
@@ -56,9 +68,9 @@ def test_quickstart_runs_end_to_end(quickstart):
   for folder in ("pretraining", "pretraining/google", "classifier", "classifier/google"):
     assert (out / folder / "vocab.txt").read_bytes() == (out / "vocab.txt").read_bytes(), folder
     assert (out / folder / "bert_config.json").exists(), folder
-  assert any(line.startswith("after 10 steps: masked_lm_accuracy") for line in lines)
-  assert any(line.startswith("after 20 steps: masked_lm_accuracy") for line in lines)
-  assert any("resumed from" in line and "at step 10" in line for line in lines)
+  assert any(line.startswith(f"after {FIRST_STEPS} steps: masked_lm_accuracy") for line in lines)
+  assert any(line.startswith(f"after {TRAIN_STEPS} steps: masked_lm_accuracy") for line in lines)
+  assert any("resumed from" in line and f"at step {FIRST_STEPS}" in line for line in lines)
   answers = [line for line in lines if " -> " in line]
   assert len(answers) == 2 and all(line.split(" -> ")[1].split()[0] in ("ham", "spam")
                                    for line in answers)
@@ -111,7 +123,7 @@ def _readme_block():
   return section.split("```bash\n", 1)[1].split("```", 1)[0]
 
 
-def test_readme_commands_run_on_quickstart_outputs(quickstart, tmp_path):
+def test_readme_commands_run_on_quickstart_outputs(quickstart, tmp_path, capsys):
   """The README section's block, run by bash exactly as typed (venv activation first, then
   plain `python`) from a folder holding `quickstart_output` (this run's) and a `.venv` whose
   activate script puts this Python first on PATH: exit 0, nothing on stderr; what the
@@ -149,16 +161,19 @@ def test_readme_commands_run_on_quickstart_outputs(quickstart, tmp_path):
   assert {r["label"] for r in results} <= {"ham", "spam"}
   expected = [f"{r['label']}  {r['probability']:.4f}  {t}" for r, t in zip(results, texts)]
   assert printed[-2:] == expected, printed[-4:]
-  # The classifier's google/ folder has no masked-LM head: one line naming it.
-  env = {**os.environ, "PYTHONPATH": ROOT}
-  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-  result = subprocess.run([sys.executable, "-m", "bert_tf", "fill-mask",
-                           f"--model={out / 'classifier' / 'google'}", "a [MASK] b"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-  assert result.returncode == 1
-  assert result.stderr == (f"bert_tf fill-mask: error: fill_mask: {out / 'classifier' / 'google'}"
-                           " has no masked-LM head (cls/predictions/*) weights (this checkpoint "
-                           "was saved without its pretraining heads)\n")
+  # The classifier's google/ folder has no masked-LM head: one line naming it. Run in-process
+  # (``python -m bert_tf``'s main): that the module entry point's stderr holds nothing but such
+  # a line is tested by tests/inference/test_cli.py (test_module_entry_point_prints_one_line_error)
+  # and its quiet start-up by the block above (stderr empty).
+  from bert_tf.__main__ import main  # pylint: disable=import-outside-toplevel
+  capsys.readouterr()
+  status = main(["fill-mask", f"--model={out / 'classifier' / 'google'}", "a [MASK] b"])
+  captured = capsys.readouterr()
+  assert status == 1
+  assert (captured.out, captured.err) == (
+      "", f"bert_tf fill-mask: error: fill_mask: {out / 'classifier' / 'google'} has no "
+      "masked-LM head (cls/predictions/*) weights (this checkpoint was saved without its "
+      "pretraining heads)\n")
 
 
 def test_verbosity_brings_the_logs_back(quickstart):
@@ -172,7 +187,8 @@ def test_verbosity_brings_the_logs_back(quickstart):
       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stderr.splitlines()
-  assert f"DEBUG:absl:loaded 46 variables from {out / 'pretraining'}/ckpt-20" in lines, lines
+  assert (f"DEBUG:absl:loaded 46 variables from {out / 'pretraining'}/ckpt-{TRAIN_STEPS}"
+          in lines), lines
   assert any(line.startswith("E0000 ") and "cuInit" in line for line in lines) or any(
       "cudart_stub" in line or "cpu_feature_guard" in line for line in lines), lines
 
@@ -182,15 +198,9 @@ def test_a_second_quickstart_continues_over_its_own_output(quickstart):
   quickstart`): pretraining resumes (the first eval is at the step already reached, and says
   so), the classifier's export replaces the previous one, and it ends as the first did."""
   out, _ = quickstart
-  env = {**os.environ, "OUT": str(out), "PY": sys.executable, "PYTHONUNBUFFERED": "1",
-         "FIRST_STEPS": "10", "TRAIN_STEPS": "30", "EPOCHS": "0.1", "VOCAB_SIZE": "600"}
-  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-  result = subprocess.run(["bash", os.path.join(ROOT, "quickstart.sh")], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=900)
-  assert result.returncode == 0, result.stdout[-6000:]
-  lines = result.stdout.splitlines()
+  lines = _run_quickstart(out, FIRST_STEPS, TRAIN_STEPS + 1)
   evals = [line.split(":")[0] for line in lines if ": masked_lm_accuracy" in line]
-  assert evals == ["after 20 steps", "after 30 steps"], evals  # The first run reached 20.
+  # The first run reached TRAIN_STEPS.
+  assert evals == [f"after {TRAIN_STEPS} steps", f"after {TRAIN_STEPS + 1} steps"], evals
   assert sum(" -> " in line for line in lines) == 2
   assert (out / "saved_model" / "classifier" / "saved_model.pb").exists()
