@@ -3,8 +3,17 @@
 import importlib.util
 import os
 import pathlib
+import signal
 
 import pytest
+
+# A suite started in the background of a non-interactive shell (`make test &`, nohup, some CI
+# runners) inherits SIGINT ignored, and so would every process a test starts: a script then
+# never sees the Ctrl-C a test sends it and the test waits for nothing. The tests stand for a
+# user at a terminal, where SIGINT is not ignored: with a handler here, the processes the
+# tests start get SIGINT's default (exec resets handled signals, keeps ignored ones).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+  signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # As the scripts do (bert_tf.quiet): no TensorFlow C++ lines in the test run's output (the
 # import-time ones, and "failed call to cuInit" at the first op on a machine without a GPU).
