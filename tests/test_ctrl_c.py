@@ -29,6 +29,17 @@ finally:
 
 @pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"),
                                               (signal.SIGTERM, 143, "terminated")])
+
+def _signal_and_wait(process, signum):
+  """Sends ``signum`` and waits for the exit (bounded); kills the process if that fails."""
+  try:
+    process.send_signal(signum)
+    return process.communicate(timeout=hook.WAIT_S)[1]
+  finally:
+    if process.poll() is None:
+      process.kill()
+      process.communicate()
+
 def test_ctrl_c_and_sigterm_are_one_line_and_stop_at_once(signum, code, word):
   # The process says "ready" once the handlers are in place and then sleeps: the signal lands
   # in the sleep.
@@ -66,13 +77,7 @@ def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, 
   env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
   process = hook.start_at_point(command, env, "atomic_write", 1, tmp_path / "ready", cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  try:
-    process.send_signal(signum)
-    _, stderr = process.communicate(timeout=hook.WAIT_S)
-  finally:
-    if process.poll() is None:
-      process.kill()
-      process.communicate()
+  stderr = _signal_and_wait(process, signum)
   assert process.returncode == code, stderr[-2000:]
   assert stderr.strip().splitlines() == [f"bert_tf: {word}"]
   [left] = os.listdir(out)

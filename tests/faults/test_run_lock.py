@@ -20,6 +20,13 @@ from bert_tf.modeling import BertConfig
 from tests.faults.support_export import digests
 
 
+
+def _in_use(folder, record):
+  """The one line a second run gets for ``folder`` held by this process (``record``)."""
+  return (f"--output_dir '{folder}' is in use by another run: pid {os.getpid()} on "
+          f"{socket.gethostname()}, started {record['started']} ({_shown(record['command'])}); "
+          "wait for it to end, or use another --output_dir")
+
 def _dead_pid():
   """A pid no process has: a child that has exited and been reaped."""
   pid = os.fork()
@@ -43,10 +50,7 @@ def test_a_second_lock_on_a_held_folder_is_one_line_and_touches_nothing(tmp_path
   before = digests(tmp_path)
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path), lines.append)
-  assert str(error.value) == (
-      f"--output_dir '{tmp_path}' is in use by another run: pid {os.getpid()} on "
-      f"{socket.gethostname()}, started {record['started']} ({_shown(record['command'])}); wait "
-      "for it to end, or use another --output_dir")
+  assert str(error.value) == _in_use(tmp_path, record)
   assert digests(tmp_path) == before and not lines
   first.release()
   assert sorted(os.listdir(tmp_path)) == ["ckpt-1.index"]
@@ -120,10 +124,7 @@ def test_a_file_system_without_hard_links_still_gets_a_lock(tmp_path, monkeypatc
   assert os.listdir(tmp_path) == [".bert_tf.lock"]
   with pytest.raises(BertTfError) as error:
     run_lock.OutputDirLock(str(tmp_path), lines.append)
-  assert str(error.value) == (
-      f"--output_dir '{tmp_path}' is in use by another run: pid {os.getpid()} on "
-      f"{socket.gethostname()}, started {record['started']} ({_shown(record['command'])}); wait "
-      "for it to end, or use another --output_dir")
+  assert str(error.value) == _in_use(tmp_path, record)
   first.release()
   assert os.listdir(tmp_path) == [] and not lines
   stale = {"pid": _dead_pid(), "host": "elsewhere", "started": "2026-01-02 03:04:05 UTC",
