@@ -27,9 +27,6 @@ finally:
 """
 
 
-@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"),
-                                              (signal.SIGTERM, 143, "terminated")])
-
 def _signal_and_wait(process, signum):
   """Sends ``signum`` and waits for the exit (bounded); kills the process if that fails."""
   try:
@@ -40,6 +37,9 @@ def _signal_and_wait(process, signum):
       process.kill()
       process.communicate()
 
+
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"),
+                                              (signal.SIGTERM, 143, "terminated")])
 def test_ctrl_c_and_sigterm_are_one_line_and_stop_at_once(signum, code, word):
   # The process says "ready" once the handlers are in place and then sleeps: the signal lands
   # in the sleep.
@@ -48,12 +48,11 @@ def test_ctrl_c_and_sigterm_are_one_line_and_stop_at_once(signum, code, word):
                              env={**os.environ, "PYTHONPATH": ROOT})
   try:
     assert process.stdout.readline() == "ready\n"
-    process.send_signal(signum)
-    _, stderr = process.communicate(timeout=hook.WAIT_S)
-  finally:
-    if process.poll() is None:
-      process.kill()
-      process.communicate()
+  except BaseException:
+    process.kill()
+    process.communicate()
+    raise
+  stderr = _signal_and_wait(process, signum)
   assert process.returncode == code
   assert stderr.splitlines()[-1] == f"prog: {word}"
   assert "Traceback" not in stderr and "unwound" not in stderr

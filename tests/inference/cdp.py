@@ -11,6 +11,8 @@ import fcntl
 import json
 import os
 import select
+import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -25,7 +27,7 @@ class Page:
 
   def __init__(self, chromium, url, width=1200, height=900, timeout=600):
     self._deadline = time.monotonic() + timeout
-    self._profile = tempfile.TemporaryDirectory(prefix="chromium-profile-")
+    self._profile = tempfile.mkdtemp(prefix="chromium-profile-")
     to_child_r, self._to_child = os.pipe()
     self._from_child, from_child_w = os.pipe()
     # Above 4, so that placing them at 3 and 4 in the child cannot overwrite each other (3 and
@@ -41,10 +43,10 @@ class Page:
     self._process = subprocess.Popen(
         [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
          "--no-first-run", "--disable-extensions", "--remote-debugging-pipe",
-         f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}",
+         f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
          "about:blank"],
         preexec_fn=place, pass_fds=(3, 4, *high), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        stderr=subprocess.DEVNULL, start_new_session=True)
     for fd in high:
       os.close(fd)
     self._buffer, self._next_id = b"", 0
@@ -64,12 +66,29 @@ class Page:
     self.close()
 
   def close(self):
+    """Asks Chromium to close (it stops its renderer and helper processes and writes its
+    profile), then kills whatever of its process group is left, then removes the profile.
+    Chromium's helpers are not our children: one may still write into the profile just after
+    the browser process is gone (a removal then meets "Directory not empty"), so the removal is
+    repeated until the folder is gone, bounded."""
     if self._process.poll() is None:
-      self._process.kill()
+      try:
+        self._deadline = time.monotonic() + 30
+        self._call("Browser.close")
+        self._process.wait(timeout=30)
+      except (CdpError, OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+      os.killpg(self._process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
     self._process.wait()
     os.close(self._to_child)
     os.close(self._from_child)
-    self._profile.cleanup()
+    deadline = time.monotonic() + 60
+    while os.path.exists(self._profile) and time.monotonic() < deadline:
+      shutil.rmtree(self._profile, ignore_errors=True)
+      time.sleep(0.05)
 
   def _send(self, message):
     os.write(self._to_child, json.dumps(message).encode() + b"\0")
