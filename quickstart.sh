@@ -91,7 +91,8 @@ PYEOF
 
 # 6. Serve: the SavedModel answers raw text, with TensorFlow and tensorflow-text only. Plain
 #    TensorFlow prints its C++ start-up lines (no GPU here: "failed call to cuInit" etc.);
-#    TF_CPP_MIN_LOG_LEVEL=3 drops those logged after start-up, and the import-time ones are
+#    TF_CPP_MIN_LOG_LEVEL=3 drops those logged after start-up, and the import-time ones (and
+#    "oneDNN custom operations are on", printed on CPUs where TF turns oneDNN on) are
 #    left out of the terminal (shown if the step fails).
 serve_log="$OUT/.serve_stderr.txt"
 TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3} run "$PY" - "$OUT/saved_model" 2>"$serve_log" <<'PYEOF' \
@@ -108,7 +109,7 @@ for text, label, probs in zip(texts.numpy(), out["labels"].numpy(),
   print(f"{text.decode()!r} -> {label.decode()} (p={probs.max():.2f})")
 PYEOF
 # Anything else it wrote to stderr (not TensorFlow's start-up lines) is shown.
-grep -v -E '^(WARNING: All log messages before absl::InitializeLog|I[0-9]{4} .*\] (Could not find cuda drivers|This TensorFlow binary is optimized)|To enable the following instructions)' \
+grep -v -E '^(WARNING: All log messages before absl::InitializeLog|I[0-9]{4} .*\] (Could not find cuda drivers|This TensorFlow binary is optimized|oneDNN custom operations are on)|To enable the following instructions)' \
   "$serve_log" >&2 || true
 rm -f "$serve_log"
 
