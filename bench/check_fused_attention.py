@@ -76,22 +76,47 @@ def loss_and_gradients(config, batch, implementation):
                                if g is not None}
 
 
+# Gradients that are zero in exact arithmetic: adding a vector b to every key adds q.b to every
+# score of a query's row, which softmax ignores, so the loss does not depend on the key bias.
+# Both paths give rounding noise there (a relative error against noise means nothing: on an H100
+# it read 12-17), so these are measured against the same layer's query-bias gradient, a sum
+# over the same positions of the same kind of rows (dK = dS^T Q, dQ = dS K).
+ZERO_IN_EXACT_ARITHMETIC = "attention/self/key/bias"
+
+
+def _scale_path(path):
+  return path.replace(ZERO_IN_EXACT_ARITHMETIC, "attention/self/query/bias")
+
+
 def compare(plain, fused, loss_tol, grad_tol, show=8):
   """Prints the comparison; returns whether it passes."""
   (plain_loss, plain_grads), (fused_loss, fused_grads) = plain, fused
   loss_error = abs(fused_loss - plain_loss) / max(abs(plain_loss), 1e-12)
   print(f"loss: plain {plain_loss:.6f}  fused {fused_loss:.6f}  relative error {loss_error:.2e}")
-  errors = {}
+  if set(plain_grads) != set(fused_grads):
+    print("FAIL: the two runs have gradients for different variables")
+    return False
+  errors, noise = {}, {}
   for path, g in plain_grads.items():
+    difference = np.linalg.norm(fused_grads[path] - g)
+    if path.endswith(ZERO_IN_EXACT_ARITHMETIC):
+      scale = np.linalg.norm(plain_grads[_scale_path(path)])
+      noise[path] = difference / scale if scale else float(difference)
+      continue
     norm = np.linalg.norm(g)
-    errors[path] = np.linalg.norm(fused_grads[path] - g) / norm if norm else float(
-        np.abs(fused_grads[path]).max())
+    errors[path] = difference / norm if norm else float(np.abs(fused_grads[path]).max())
   worst = sorted(errors.items(), key=lambda item: -item[1])
   print(f"gradients: {len(errors)} variables; largest relative L2 errors:")
   for path, error in worst[:show]:
     print(f"  {error:.2e}  {path}")
-  ok = loss_error <= loss_tol and worst[0][1] <= grad_tol and set(plain_grads) == set(
-      fused_grads)
+  worst_noise = sorted(noise.items(), key=lambda item: -item[1])
+  if worst_noise:
+    print(f"{len(noise)} key biases (zero in exact arithmetic): largest |fused - plain| / "
+          f"|query bias gradient|:")
+    for path, error in worst_noise[:3]:
+      print(f"  {error:.2e}  {path}")
+  ok = (loss_error <= loss_tol and worst[0][1] <= grad_tol
+        and all(error <= grad_tol for error in noise.values()))
   print("PASS" if ok else f"FAIL (tolerances: loss {loss_tol}, gradients {grad_tol})")
   return ok
 

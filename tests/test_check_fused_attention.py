@@ -41,3 +41,27 @@ def test_compare_passes_equal_runs_and_fails_a_perturbed_gradient(capsys):
   perturbed = dict(grads, **{path: grads[path] * 1.2})
   assert not check_fused_attention.compare(plain, (loss, perturbed), 1e-2, 5e-2)
   assert f"2.00e-01  {path}" in capsys.readouterr().out
+
+
+def test_key_bias_gradient_is_noise_and_is_measured_against_the_query_bias(capsys):
+  """The key bias gets no gradient in exact arithmetic (softmax ignores a per-row constant):
+  the plain path's is tiny next to the query bias's (16-bit rounding), so ``compare`` measures
+  a key-bias difference against the query-bias gradient, and still fails a large one."""
+  from bert_tf.modeling import BertConfig
+  config_dict = dict(_harness.config_dict("tiny"), attention_probs_dropout_prob=0.0)
+  batch = check_fused_attention.padded_batch(config_dict, 2, 16, 3)
+  loss, grads = check_fused_attention.loss_and_gradients(BertConfig.from_dict(config_dict),
+                                                         batch, "xla")
+  keys = [p for p in grads if p.endswith("attention/self/key/bias")]
+  assert keys
+  for path in keys:
+    query = np.linalg.norm(grads[path.replace("key/bias", "query/bias")])
+    assert np.linalg.norm(grads[path]) < 2e-2 * query, path  # 2.4e-3 here (mixed bf16)
+  # Noise of the key bias's own size, doubled, is far from the query bias's scale: passes.
+  noisy = dict(grads, **{path: grads[path] * 3.0 for path in keys})
+  assert check_fused_attention.compare((loss, grads), (loss, noisy), 1e-2, 5e-2)
+  # A key-bias gradient as large as the query bias's: fails.
+  path = keys[0]
+  large = dict(grads, **{path: grads[path.replace("key/bias", "query/bias")]})
+  assert not check_fused_attention.compare((loss, grads), (loss, large), 1e-2, 5e-2)
+  assert "key biases (zero in exact arithmetic)" in capsys.readouterr().out
