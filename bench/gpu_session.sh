@@ -1,0 +1,27 @@
+#!/bin/bash
+# The next prepared GPU run of issue 26, after TensorFlow is carried (../shared/gpu/README.md):
+#   bash bench/gpu_session.sh        (on the GPU machine; results under $OUT/gpu_session/)
+# Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
+# most needed first: what the H100 run of 2026-11-26 left open (BENCHMARKS.md, "Measured on one
+# H100"). About 9 minutes in all.
+set -u
+source /tmp/base/tf_env.sh
+D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
+part() { local t=$1; shift; echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
+  timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
+# 1. The fused path's gradients inside BERT-Large (the key biases now measured against the
+#    query bias's), phase-2 and phase-1 shapes.
+part 150 python3 bench/check_fused_attention.py --seq=512 --batch=8
+part 120 python3 bench/check_fused_attention.py
+# 2. The original recipe (attention dropout 0.1) in phase 2: separate softmax/dropout passes
+#    (xla) against the recomputing gradient (xla_recompute): time and memory.
+part 240 python3 bench/bench_pretraining_gpu.py --models=large --phases=2 --squad=false \
+  --dtypes=bfloat16 --xla=true --attention_implementations=xla,xla_recompute \
+  --steps_per_loop=10 --loops=2 --output_json="$D/recompute.json"
+# 3. The peer, phase 1 and 2, in its own part (the machine's torch).
+for shape in "128 128 20" "32 512 80"; do set -- $shape
+  part 90 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py --device=cuda \
+    --compile --mode=train --config=large --batch_size=$1 --seq_length=$2 --num_predictions=$3 \
+    --dtype=bfloat16 --min_repeats=20 --max_repeats=20; done
+grep -h "large phase\|PASS\|FAIL\|^RESULT" "$L" | cut -c1-400
