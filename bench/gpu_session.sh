@@ -3,13 +3,23 @@
 #   bash bench/gpu_session.sh        (on the GPU machine; results under $OUT/gpu_session/)
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first: what the H100 run of 2026-11-26 left open (BENCHMARKS.md, "Measured on one
-# H100"). About 9 minutes in all.
+# H100"). About 10 minutes in all.
 set -u
 source /tmp/base/tf_env.sh
 D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
 part() { local t=$1; shift; echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
+# 0. cuDNN's dropout variant (segfaults under TF's jit_compile launcher; a reading of XLA's
+#    source suggests the launcher leaves ExecutableRunOptions.local_device_count at 0, so the
+#    dropout thunk's per-device RNG offset vector is empty: BENCHMARKS.md). A native backtrace
+#    where gdb exists, then the non-dropout and the dropout probes through TF's PjRt device API,
+#    which sets local_device_count.
+if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args python3 \
+  /tmp/base/fmha_dropout_probe2.py padding; fi
+PJRT="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true"
+part 60 env TF_XLA_FLAGS="$PJRT" python3 /tmp/base/fmha_probe.py 32 512 full
+part 60 env TF_XLA_FLAGS="$PJRT" python3 /tmp/base/fmha_dropout_probe2.py padding
 # 1. The fused path's gradients inside BERT-Large (the key biases now measured against the
 #    query bias's), phase-2 and phase-1 shapes.
 part 150 python3 bench/check_fused_attention.py --seq=512 --batch=8
