@@ -26,8 +26,9 @@ browser:
 	    apt-get update -qq >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# --durations: the 25 slowest tests in the log, so a CI machine shows where its time goes.
 test: venv browser
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 quickstart: venv
 	bash quickstart.sh
