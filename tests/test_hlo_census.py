@@ -182,7 +182,11 @@ def test_training_step_census(census):
   assert len(census["modules"]) == 1
   assert not any(op in census["non_xla_ops"] for op in ("L2Loss", "AssignVariableOp"))
   # Under mixed_bfloat16 the residual stream between the layers (each LayerNorm's output) is
-  # bf16: materialized 16-bit [B,S,H] tensors 6 -> 12 in all (layer 4 -> 8), float32 ones
-  # 30 -> 26 (before: the float32 residual stream).
-  assert layer["f16_bsh"] >= 8
-  assert census["total"]["f32_bsh"] <= 26
+  # bf16 (tests/modeling/test_hidden_stream.py checks the dtype): materialized 16-bit [B,S,H]
+  # tensors 6 -> 12 in all (layer 4 -> 8), float32 ones 30 -> 26 (before: the float32
+  # residual stream). With the 2-D stream CPU's XLA keeps each LayerNorm's float32 input
+  # sum for the backward instead of some bf16 copies: 16-bit 12 -> 11 (layer 8 -> 5), float32
+  # 26 -> 31; on a GPU's compile of BERT-Large the 2-D stream moves 0.4 GB less per layer
+  # (BENCHMARKS.md, "Compiled for a GPU without one").
+  assert layer["f16_bsh"] >= 5
+  assert census["total"]["f32_bsh"] <= 31

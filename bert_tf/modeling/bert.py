@@ -99,7 +99,14 @@ class BertModel(keras.Model):
       x, probs = block(x, adder, training=training, output_attentions=output_attentions)
       encoder_outputs.append(x)
       attention_probs.append(probs)
-    pooled = tf.cast(self.pooler(x[:, 0, :]), tf.float32)  # [B,H]
+    # The first token of each sequence as every S-th row of the [B*S,H] matrix (not x[:, 0]):
+    # its gradient is then a 2-D pad, which gives XLA no [B,S,H] layout to pick for the
+    # stream's gradient either.
+    seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
+    hidden = self.config.hidden_size
+    # (The reshape keeps the rank where the sequence length is only known when run.)
+    first = tf.reshape(tf.reshape(x, [-1, hidden])[::seq], [-1, hidden])  # [B,H]
+    pooled = tf.cast(self.pooler(first), tf.float32)  # [B,H]
     # Between the layers the stream is in the compute dtype (16-bit under mixed precision);
     # what the model returns is float32.
     f32 = lambda t: tf.cast(t, tf.float32)  # noqa: E731

@@ -62,7 +62,8 @@ def layer_norm(config, name="LayerNorm"):
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class Dense(keras.layers.Dense):
   """``keras.layers.Dense`` (same weights ``kernel`` [in, units] and ``bias``, same numbers)
-  computed as one 2-D matmul on ``[-1, in]``.
+  computed as one 2-D matmul on ``[-1, in]`` (for a 2-D input too: one code path, the same
+  bits whichever rank the caller hands it).
 
   Keras's Dense hands a ``[B,S,H]`` input to ``tf.matmul`` as a broadcast batch matmul: B
   small products, which TensorFlow's CPU kernels run far slower than one ``[B*S,H]`` product
@@ -70,7 +71,7 @@ class Dense(keras.layers.Dense):
   """
 
   def call(self, inputs, training=None):
-    if self.lora_enabled or self.quantization_mode or len(inputs.shape) == 2:
+    if self.lora_enabled or self.quantization_mode:
       return super().call(inputs, training=training)
     units = self.kernel.shape[-1]
     flat = tf.reshape(inputs, [-1, inputs.shape[-1]])                 # [B*S, in]
@@ -243,9 +244,11 @@ class BertEmbeddings(_ConfigLayer):
     # The original uses a one-hot matmul for the small token-type table; a gather is the same.
     types = tf.gather(tf.cast(self.token_type_embeddings, dtype), input_type_ids)  # [B,S,H]
     positions = tf.cast(self.position_embeddings[:seq_length], dtype)  # [S,H]
-    output = words + types + positions[tf.newaxis]
-    output = tf.cast(self.layer_norm(output), dtype)  # computed in float32, rounded once
-    return self.dropout(output, training=training)
+    output = words + types + positions[tf.newaxis]  # [B,S,H]
+    # LayerNorm and dropout on the [B*S,H] matrix, as in TransformerBlock.
+    flat = tf.reshape(output, [-1, self.config.hidden_size])  # [B*S,H]
+    flat = tf.cast(self.layer_norm(flat), dtype)  # computed in float32, rounded once
+    return tf.reshape(self.dropout(flat, training=training), tf.shape(output))
 
 
 def softmax_to(logits, dtype):
@@ -456,17 +459,24 @@ class TransformerBlock(_ConfigLayer):
     self.built = True
 
   def call(self, x, attention_adder, training=None, output_attentions=True):
+    # Everything but the attention itself runs on the 2-D [B*S,H] matrix, as the original's
+    # reshape_to_matrix keeps it: the dropouts, residual adds, LayerNorms and casts then have
+    # no [B,S,H] layout for XLA's GPU layout assignment to permute (it ran them on [S,H,B]
+    # copies, with transposes around each, ../shared/perf/GPU-2026-11-25.md). Same numbers:
+    # the reshapes move no element, and the dropout masks are drawn over the same flat index.
+    hidden = self.config.hidden_size
+    flat = tf.reshape(x, [-1, hidden])  # [B*S,H]
     context, probs = self.attention(x, attention_adder, training=training,
                                     output_attentions=output_attentions)
-    attention_output = self.attention_output_dense(context)
+    attention_output = self.attention_output_dense(tf.reshape(context, [-1, hidden]))
     attention_output = self.attention_dropout(attention_output, training=training)
     attention_output = self._add_and_norm(self.attention_output_layer_norm,
-                                          attention_output, x)  # [B,S,H]
-    intermediate = self.intermediate_dense(attention_output)  # [B,S,I]
+                                          attention_output, flat)  # [B*S,H]
+    intermediate = self.intermediate_dense(attention_output)  # [B*S,I]
     layer_output = self.output_dense(intermediate)
     layer_output = self.output_dropout(layer_output, training=training)
     layer_output = self._add_and_norm(self.output_layer_norm, layer_output, attention_output)
-    return layer_output, probs
+    return tf.reshape(layer_output, tf.shape(x)), probs
 
   def _add_and_norm(self, norm, x, residual):
     """``norm(x + residual)``: the sum and LayerNorm in float32, the output in the compute
