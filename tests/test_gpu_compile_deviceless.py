@@ -67,3 +67,5 @@ def test_the_update_is_lowered_as_a_gpu_sees_it(tmp_path, dropout, fused):
     assert not calls
   # The whole update in one module: the optimizer's writes are in it (AdamWeightDecay).
   assert "AdamWeightDecay" in text
+  # The GELU's gradient recomputes it, as on a GPU (activations.recomputed_under_xla).
+  assert "opt-barrier" in text

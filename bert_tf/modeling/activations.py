@@ -18,6 +18,54 @@ def gelu_exact(x):
   return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
 
 
+_GPU = None
+
+
+def gpu_visible():
+  """Whether this process sees a GPU (cached)."""
+  global _GPU  # pylint: disable=global-statement
+  if _GPU is None:
+    _GPU = bool(tf.config.list_physical_devices("GPU"))
+  return _GPU
+
+
+def recomputed_under_xla(fn, x):
+  """``fn(x)``; inside an XLA computation its gradient recomputes ``fn``'s forward pass from
+  ``x`` (behind an optimization barrier, so that XLA does not merge the two and keep the
+  forward's intermediates alive) instead of keeping what autodiff would keep.
+
+  The gradient is autodiff's own (the same ops on the same input), so the numbers are the
+  same up to how XLA fuses them. What it saves on a GPU: Google's tanh GELU keeps ``x`` and
+  its ``tanh`` for the backward pass, one ``[B*S, intermediate]`` 16-bit tensor per layer
+  more than ``x`` alone (128 MB per layer of BERT-Large at 16,384 tokens); the backward pass
+  recomputes the tanh in the kernel that needs it (BENCHMARKS.md, "The GELU's tanh").
+  Outside XLA (eager, a plain ``tf.function``) and where no GPU is visible this is
+  ``fn(x)``: on a CPU the recomputation costs ~4% of a training step under XLA (BERT with 4
+  layers, hidden 256) and memory is rarely what limits it.
+  """
+  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import fused_attention
+  if not (gpu_visible() and fused_attention.in_xla_computation()):
+    return fn(x)
+  from tensorflow.compiler.tf2xla.python import xla
+  # The backward pass is traced outside this name scope; it re-enters it under
+  # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
+  scope = tf.get_current_name_scope()
+
+  @tf.custom_gradient
+  def apply(x):
+    def grad(dy):
+      with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
+        (again,) = xla.optimization_barrier(x)
+        with tf.GradientTape() as tape:
+          tape.watch(again)
+          y = fn(again)
+        return tape.gradient(y, again, output_gradients=dy)
+    return fn(x), grad
+
+  return apply(x)
+
+
 def get_activation(name):
   """Maps a ``hidden_act`` name to a function (``None`` for ``"linear"``)."""
   table = {"gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,

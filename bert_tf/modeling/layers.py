@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling import fused_attention
-from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.activations import get_activation, recomputed_under_xla
 from bert_tf.modeling.config import BertConfig
 
 _PACKAGE = "bert_tf"
@@ -70,6 +70,10 @@ class Dense(keras.layers.Dense):
   (the gradient of the broadcast kernel is a further reduction over B).
   """
 
+  # Whether the activation's gradient recomputes it under XLA rather than keeping its
+  # intermediates (activations.recomputed_under_xla; set on the encoder's intermediate layer).
+  recompute_activation = False
+
   def call(self, inputs, training=None):
     if self.lora_enabled or self.quantization_mode:
       return super().call(inputs, training=training)
@@ -78,7 +82,9 @@ class Dense(keras.layers.Dense):
     y = tf.matmul(flat, self.kernel)                                   # [B*S, units]
     if self.bias is not None:
       y = tf.nn.bias_add(y, self.bias)
-    if self.activation is not None:
+    if self.activation is not None and self.recompute_activation:
+      y = recomputed_under_xla(self.activation, y)
+    elif self.activation is not None:
       y = self.activation(y)
     return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [units]], axis=0))
 
@@ -448,6 +454,7 @@ class TransformerBlock(_ConfigLayer):
     with scoped(self.name, "intermediate"):
       self.intermediate_dense = _dense(c.intermediate_size, c, "dense",
                                        activation=get_activation(c.hidden_act), dtype=policy)
+      self.intermediate_dense.recompute_activation = True
       self.intermediate_dense.build(h)
     with scoped(self.name, "output"):
       self.output_dense = _dense(c.hidden_size, c, "dense", dtype=policy)

@@ -1,0 +1,118 @@
+"""activations.recomputed_under_xla: the encoder's intermediate activation (Google's tanh GELU)
+whose gradient recomputes the activation from its input under XLA instead of keeping the
+tanh. Checked against TensorFlow's own gradient of the same function, against the GELU's
+derivative written out in NumPy float64, and inside a small BERT update against the model
+with the recomputation turned off."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.modeling import BertConfig, BertModel, activations, layers
+from tests.reference import google_models
+
+@pytest.fixture(autouse=True)
+def fake_gpu(monkeypatch):
+  # The recomputation runs where a GPU is visible; nothing here needs one to run.
+  monkeypatch.setattr(activations, "_GPU", True)
+
+
+FUNCTIONS = {"gelu": activations.gelu, "gelu_exact": activations.gelu_exact,
+             "relu": tf.nn.relu}
+
+
+def _value_and_grad(fn, x, dy, jit, recompute):
+  def run(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = activations.recomputed_under_xla(fn, x) if recompute else fn(x)
+      loss = tf.reduce_sum(tf.cast(y, tf.float32) * dy)
+    return y, tape.gradient(loss, x)
+
+  return [t.numpy().astype(np.float64) for t in tf.function(run, jit_compile=jit)(x)]
+
+
+def _inputs(dtype):
+  rng = np.random.RandomState(0)
+  x = tf.cast(tf.constant(rng.normal(size=[6, 40]) * 2, tf.float32), dtype)
+  dy = tf.constant(rng.normal(size=[6, 40]), tf.float32)
+  return x, dy
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_same_value_and_gradient_as_autodiff(name, dtype):
+  x, dy = _inputs(dtype)
+  for jit in (False, True):
+    got = _value_and_grad(FUNCTIONS[name], x, dy, jit, recompute=True)
+    want = _value_and_grad(FUNCTIONS[name], x, dy, jit, recompute=False)
+    np.testing.assert_array_equal(got[0], want[0])  # the forward is the same ops
+    if not jit:  # outside XLA nothing is wrapped: the same graph
+      np.testing.assert_array_equal(got[1], want[1])
+    elif dtype == tf.float32:
+      np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
+    else:  # the same ops on the same input; XLA may fuse the bf16 roundings differently
+      np.testing.assert_allclose(got[1], want[1], rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_gelu_gradient_is_the_derivative_written_out():
+  x, dy = _inputs(tf.float32)
+  _, grad = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=True)
+  x = x.numpy().astype(np.float64)
+  c = math.sqrt(2.0 / math.pi)
+  t = np.tanh(c * (x + 0.044715 * x ** 3))
+  derivative = 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x ** 2)
+  np.testing.assert_allclose(grad, dy.numpy() * derivative, rtol=1e-5, atol=1e-5)
+
+
+def _model_update(recompute, dtype="float32"):
+  """Loss and gradients of a 2-layer BERT (dropout 0.1, hash masks) under XLA."""
+  config = BertConfig.from_dict(google_models.tiny_config_dict())
+  keras.utils.set_random_seed(0)
+  model = BertModel(config, dtype=dtype)
+  layers.set_dropout_rng(model, "hash")
+  for block in model.encoder_layers:
+    block.intermediate_dense.recompute_activation = recompute
+  rng = np.random.RandomState(1)
+  ids = tf.constant(rng.randint(1, 99, [3, 12]), tf.int32)
+  mask = tf.constant([[1] * 12, [1] * 9 + [0] * 3, [1] * 4 + [0] * 8], tf.int32)
+  w_seq = tf.constant(rng.normal(size=[3, 12, 32]), tf.float32)
+  w_pooled = tf.constant(rng.normal(size=[3, 32]), tf.float32)
+
+  @tf.function(jit_compile=True)
+  def step(ids, mask):
+    with tf.GradientTape() as tape:
+      out = model({"input_word_ids": ids, "input_mask": mask}, training=True)
+      loss = (tf.reduce_sum(out["sequence_output"] * w_seq)
+              + tf.reduce_sum(out["pooled_output"] * w_pooled))
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+  loss, grads = step(ids, mask)
+  hlo = step.experimental_get_compiler_ir(ids, mask)(stage="hlo")
+  return [loss.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads], hlo
+
+
+def test_bert_update_matches_autodiff_and_recomputes_the_tanh():
+  (got, hlo), (want, plain_hlo) = _model_update(True), _model_update(False)
+  assert len(got) == len(want) > 30
+  scale = max(np.abs(w).max() for w in want[1:])
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  for g, w in zip(got[1:], want[1:]):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6 * scale)
+  # The backward pass computes its own tanh of the intermediate layer's input (2 layers: 2
+  # forward, 2 backward), behind an optimization barrier; autodiff reuses the forward's.
+  assert "opt-barrier" in hlo and "opt-barrier" not in plain_hlo
+  count = lambda text: text.count(" tanh(")  # noqa: E731
+  assert count(plain_hlo) - 1 == 2  # + the pooler's tanh
+  assert count(hlo) - 1 == 4
+
+
+def test_without_a_gpu_the_gradient_is_autodiffs(monkeypatch):
+  monkeypatch.setattr(activations, "_GPU", False)
+  x, dy = _inputs(tf.bfloat16)
+  got = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=True)
+  want = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=False)
+  np.testing.assert_array_equal(got[1], want[1])
