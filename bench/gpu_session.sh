@@ -3,7 +3,8 @@
 #   bash bench/gpu_session.sh        (on the GPU machine; results under $OUT/gpu_session/)
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first: what the H100 run of 2026-11-26 left open (BENCHMARKS.md, "Measured on one
-# H100"). About 10 minutes in all.
+# H100") and the A/B of that day's model changes (0b). About 20 minutes in all with 0b: more
+# than one session's device time after the carry, so a short session stops after 0b or 1.
 set -u
 source /tmp/base/tf_env.sh
 D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
@@ -20,6 +21,18 @@ if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args pyth
 PJRT="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true"
 part 60 env TF_XLA_FLAGS="$PJRT" python3 /tmp/base/fmha_probe.py 32 512 full
 part 60 env TF_XLA_FLAGS="$PJRT" python3 /tmp/base/fmha_dropout_probe2.py padding
+# 0b. The model changes of 2026-11-26 (the 2-D hidden stream, the GELU recomputed in the
+#    backward pass; BENCHMARKS.md, "Compiled for a GPU without one") against the tree before
+#    them, same machine, one row each: phase 1 with the fused kernel (attention dropout 0) and
+#    phase 2 with the original recipe. The tree before is carried as .gpu/before (made here
+#    with: mkdir -p .gpu/before && git archive c539d8c bert_tf bench | tar -x -C .gpu/before).
+if [ -d .gpu/before/bench ]; then for tree in .gpu/before .; do
+  part 150 python3 $tree/bench/bench_pretraining_gpu.py --models=large --phases=1 \
+    --squad=false --dtypes=bfloat16 --xla=true --attention_implementations=auto \
+    --attention_probs_dropout_prob=0 --steps_per_loop=10 --loops=2
+  part 150 python3 $tree/bench/bench_pretraining_gpu.py --models=large --phases=2 \
+    --squad=false --dtypes=bfloat16 --xla=true --attention_implementations=xla \
+    --steps_per_loop=10 --loops=2; done; fi
 # 1. The fused path's gradients inside BERT-Large (the key biases now measured against the
 #    query bias's), phase-2 and phase-1 shapes.
 part 150 python3 bench/check_fused_attention.py --seq=512 --batch=8
