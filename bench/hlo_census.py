@@ -29,6 +29,8 @@ in a child process (XLA reads its flags once, at start), then reads the optimize
   f32/16-bit BSH    materialized tensors of ``[B,S,H]`` / ``[B*S,H]`` shape (the residual
                     stream, LayerNorm outputs, projections and their gradients) in float32 and
                     in bf16/f16;
+  largest kernels   (--top N) the kernels that name the most bytes, result plus operands:
+                    where an update's memory traffic goes;
   modules           XLA modules compiled for the step (1 = the whole update in one computation);
   TF ops outside    TensorFlow ops of the step's graph not inside an XLA cluster (counted on
                     the traced step's graph: ops of the outer function that are not the
@@ -46,6 +48,11 @@ minute on 2 CPU cores):
 
   .venv/bin/python bench/hlo_census.py
   .venv/bin/python bench/hlo_census.py --layers=1 --hidden=64 --heads=2 --seq=32  # tiny
+
+or compile it for a GPU without one (bench/gpu_compile_deviceless.py; ``make gpu-compiler``):
+
+  .venv/bin/python bench/hlo_census.py --gpu=h100 --layers=2 --hidden=1024 --heads=16 \
+      --batch=128 --seq=128 --top=20
 
 or read a dump made elsewhere (a GPU's ``--xla_dump_to``), naming its shapes:
 
@@ -259,17 +266,71 @@ def parse_hlo_text(text, bnss, bsh=None):
   return counts
 
 
-def parse_dump(dump_dir, bnss, bsh=None):
+_KERNEL = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>\([^=]*?\)|\S+)\s+"
+                     r"(?P<op>[\w\-]+)\((?P<operands>[^)]*)\)")
+_NOT_KERNELS = ("parameter", "get-tuple-element", "bitcast", "tuple", "constant", "while",
+                "call", "conditional", "opt-barrier")
+
+
+def _shape_bytes(shape_text):
+  total = 0
+  for m in _SHAPE.finditer(shape_text):
+    elements = 1
+    for d in m.group("dims").split(","):
+      elements *= int(d) if d else 1
+    total += elements * BYTES.get(m.group("dtype"), 4)
+  return total
+
+
+def largest_kernels(text, n=20):
+  """The ``n`` kernels of one optimized module that name the most bytes: each instruction of
+  the entry (and other non-fused) computations that is not bookkeeping (parameters, tuples,
+  bitcasts, ...), with its result's bytes plus its operands' (an upper bound on what it moves:
+  a fusion may read only part of an operand). Returns [{"bytes", "name", "op", "shape",
+  "part", "op_name"}], largest first; ``part`` is the layer key as in ``parse_hlo_text``."""
+  sizes, fused, kernels, computation = {}, set(), [], None
+  for line in text.splitlines():
+    calls = _CALLS.search(line)
+    if calls and " fusion(" in line:
+      fused.update(c.strip().lstrip("%") for c in calls.group(1).split(","))
+  for line in text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group(1)
+      continue
+    match = _KERNEL.match(line)
+    if not match or computation in fused:
+      continue
+    sizes[match.group("name")] = _shape_bytes(match.group("shape"))
+    if match.group("op") in _NOT_KERNELS:
+      continue
+    moved = sizes[match.group("name")] + sum(sizes.get(r, 0)
+                                             for r in _REF.findall(match.group("operands")))
+    op_name = _OP_NAME.search(line)
+    op_name = op_name.group(1) if op_name else ""
+    layer = _LAYER.search(op_name)
+    kernels.append({"bytes": moved, "name": match.group("name"), "op": match.group("op"),
+                    "shape": match.group("shape"), "op_name": op_name,
+                    "part": f"layer_{layer.group(1)}" if layer else "other"})
+  return sorted(kernels, key=lambda k: -k["bytes"])[:n]
+
+
+def parse_dump(dump_dir, bnss, bsh=None, top=0):
   """Census of every ``*after_optimizations.txt`` module in ``dump_dir``.
 
-  Returns {"modules": [module file names], "layers": {key: {count: n}}, "total": {count: n}}.
+  Returns {"modules": [module file names], "layers": {key: {count: n}}, "total": {count: n}},
+  with ``top`` > 0 also "largest_kernels" (``largest_kernels`` over all the modules).
   """
   files = sorted(glob.glob(os.path.join(dump_dir, "*after_optimizations.txt")))
   layers = collections.defaultdict(collections.Counter)
+  kernels = []
   for path in files:
     with open(path, encoding="utf-8") as f:
-      for key, counter in parse_hlo_text(f.read(), bnss, bsh).items():
-        layers[key].update(counter)
+      text = f.read()
+    for key, counter in parse_hlo_text(text, bnss, bsh).items():
+      layers[key].update(counter)
+    if top:
+      kernels = sorted(kernels + largest_kernels(text, top), key=lambda k: -k["bytes"])[:top]
   total = collections.Counter()
   for counter in layers.values():
     total.update(counter)
@@ -277,9 +338,12 @@ def parse_dump(dump_dir, bnss, bsh=None):
   for path in sorted(glob.glob(os.path.join(dump_dir, "*after_optimizations-buffer-assignment.txt"))):
     with open(path, encoding="utf-8") as f:
       memory.update(parse_buffer_assignment(f.read()))
-  return {"modules": [os.path.basename(p) for p in files],
-          "layers": {k: dict(v) for k, v in sorted(layers.items())}, "total": dict(total),
-          "memory": dict(memory)}
+  result = {"modules": [os.path.basename(p) for p in files],
+            "layers": {k: dict(v) for k, v in sorted(layers.items())}, "total": dict(total),
+            "memory": dict(memory)}
+  if top:
+    result["largest_kernels"] = kernels
+  return result
 
 
 def parse_buffer_assignment(text):
@@ -400,7 +464,7 @@ def run_step(args):
 def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, vocab=30522,
            dtype="bfloat16", dump_dir=None, python=sys.executable,
            attention_implementation="auto", gpu=None, gpu_python=GPU_PYTHON,
-           attention_probs_dropout_prob=None):
+           attention_probs_dropout_prob=None, top=0):
   """Compiles the step in a child process and returns its census (see ``parse_dump``), plus
   ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments).
 
@@ -444,7 +508,7 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
     dump_dir_read = gpu_dir
   else:
     dump_dir_read = dump_dir
-  result = parse_dump(dump_dir_read, (batch, heads, seq), (batch, seq, hidden))
+  result = parse_dump(dump_dir_read, (batch, heads, seq), (batch, seq, hidden), top=top)
   result.update(child, shape=dict(layers=layers, hidden=hidden, heads=heads, batch=batch,
                                   seq=seq, predictions=predictions, vocab=vocab, dtype=dtype,
                                   attention_implementation=attention_implementation))
@@ -481,6 +545,13 @@ def table(result):
     lines.append("XLA buffer assignment: " + ", ".join(
         f"{name} {memory[key] / 2**20:.1f} MiB" for key, name in
         (("peak_bytes", "peak"), ("allocated_bytes", "allocated")) if key in memory))
+  if result.get("largest_kernels"):
+    lines += ["| kernel | op | part | MB named (result + operands) | result shape | op_name |",
+              "|---|---|---|---:|---|---|"]
+    for k in result["largest_kernels"]:
+      lines.append(f"| {k['name']} | {k['op']} | {k['part']} | {k['bytes'] / 1e6:.1f} | "
+                   f"`{k['shape'][:60]}` | {k['op_name'][-70:]} |")
+    lines.append("")
   gpu = result.get("gpu_compile")
   if gpu:
     lines.append(f"Compiled for {gpu['target']} without a GPU (jaxlib {gpu['jaxlib']}'s XLA): "
@@ -518,6 +589,9 @@ def main(argv=None):
                       "(bench/gpu_compile_deviceless.py; make gpu-compiler).")
   parser.add_argument("--gpu_python", default=GPU_PYTHON,
                       help="A Python with jax[cuda12], for --gpu.")
+  parser.add_argument("--top", type=int, default=0,
+                      help="Also list the N kernels that name the most bytes (result + "
+                      "operands) in the dump's modules.")
   parser.add_argument("--json", action="store_true", help="Print the census as JSON too.")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--lower_to", default=None, help=argparse.SUPPRESS)
@@ -527,7 +601,7 @@ def main(argv=None):
     return
   if args.from_dump:
     result = parse_dump(args.from_dump, (args.batch, args.heads, args.seq),
-                        (args.batch, args.seq, args.hidden))
+                        (args.batch, args.seq, args.hidden), top=args.top)
     print(table(result))
     print("modules: " + ", ".join(result["modules"]))
     if args.json:
@@ -537,7 +611,8 @@ def main(argv=None):
                   args.predictions, args.vocab, args.dtype, args.dump_dir,
                   attention_implementation=args.attention_implementation, gpu=args.gpu,
                   gpu_python=args.gpu_python,
-                  attention_probs_dropout_prob=args.attention_probs_dropout_prob)
+                  attention_probs_dropout_prob=args.attention_probs_dropout_prob,
+                  top=args.top)
   print(table(result))
   print("modules: " + ", ".join(result["modules"]))
   if "non_xla_ops" in result:

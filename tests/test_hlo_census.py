@@ -74,6 +74,17 @@ ENTRY %main (a: f32[2,4,6]) -> bf16[8,6] {
 """
 
 
+def test_largest_kernels_name_result_and_operand_bytes():
+  kernels = hlo_census.largest_kernels(_MODULE, n=5)
+  # dot.1: f32[6,4,4] result (384 B) and two f32[6,4,4] operands; %fusion: f32[2,3,4,4] in
+  # and out; %fusion.1: bf16[2,4,1,5] (80 B) from bf16[2,3,4,5] (240 B). Parameters and the
+  # fused computations' instructions are not kernels.
+  assert [(k["name"], k["bytes"], k["part"]) for k in kernels] == [
+      ("dot.1", 3 * 384, "layer_0"), ("fusion", 2 * 384, "layer_1"),
+      ("fusion.1", 80 + 240, "layer_0")]
+  assert hlo_census.largest_kernels(_MODULE, n=1)[0]["op"] == "dot"
+
+
 def test_parser_counts_residual_shaped_tensors():
   counts = hlo_census.parse_hlo_text(_BSH_MODULE, (2, 1, 4), (2, 4, 6))
   assert counts["layer_0"]["f32_bsh"] == 2  # %e and the fusion's f32 member
