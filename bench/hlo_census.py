@@ -273,13 +273,8 @@ _NOT_KERNELS = ("parameter", "get-tuple-element", "bitcast", "tuple", "constant"
 
 
 def _shape_bytes(shape_text):
-  total = 0
-  for m in _SHAPE.finditer(shape_text):
-    elements = 1
-    for d in m.group("dims").split(","):
-      elements *= int(d) if d else 1
-    total += elements * BYTES.get(m.group("dtype"), 4)
-  return total
+  return sum(_elements(m.group("dims")) * BYTES.get(m.group("dtype"), 4)
+             for m in _SHAPE.finditer(shape_text))
 
 
 def largest_kernels(text, n=20):

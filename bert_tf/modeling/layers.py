@@ -82,10 +82,9 @@ class Dense(keras.layers.Dense):
     y = tf.matmul(flat, self.kernel)                                   # [B*S, units]
     if self.bias is not None:
       y = tf.nn.bias_add(y, self.bias)
-    if self.activation is not None and self.recompute_activation:
-      y = recomputed_under_xla(self.activation, y)
-    elif self.activation is not None:
-      y = self.activation(y)
+    if self.activation is not None:
+      y = (recomputed_under_xla(self.activation, y) if self.recompute_activation
+           else self.activation(y))
     return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [units]], axis=0))
 
 

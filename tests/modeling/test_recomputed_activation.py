@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling import BertConfig, BertModel, activations, layers
+from tests.modeling.padded_update import padded_update
 from tests.reference import google_models
 
 @pytest.fixture(autouse=True)
@@ -76,23 +77,8 @@ def _model_update(recompute, dtype="float32"):
   layers.set_dropout_rng(model, "hash")
   for block in model.encoder_layers:
     block.intermediate_dense.recompute_activation = recompute
-  rng = np.random.RandomState(1)
-  ids = tf.constant(rng.randint(1, 99, [3, 12]), tf.int32)
-  mask = tf.constant([[1] * 12, [1] * 9 + [0] * 3, [1] * 4 + [0] * 8], tf.int32)
-  w_seq = tf.constant(rng.normal(size=[3, 12, 32]), tf.float32)
-  w_pooled = tf.constant(rng.normal(size=[3, 32]), tf.float32)
-
-  @tf.function(jit_compile=True)
-  def step(ids, mask):
-    with tf.GradientTape() as tape:
-      out = model({"input_word_ids": ids, "input_mask": mask}, training=True)
-      loss = (tf.reduce_sum(out["sequence_output"] * w_seq)
-              + tf.reduce_sum(out["pooled_output"] * w_pooled))
-    return loss, tape.gradient(loss, model.trainable_variables)
-
-  loss, grads = step(ids, mask)
-  hlo = step.experimental_get_compiler_ir(ids, mask)(stage="hlo")
-  return [loss.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads], hlo
+  values, step, inputs = padded_update(model, jit=True)
+  return values, step.experimental_get_compiler_ir(*inputs)(stage="hlo")
 
 
 def test_bert_update_matches_autodiff_and_recomputes_the_tanh():

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling import BertConfig, BertModel, layers
+from tests.modeling.padded_update import padded_update
 from tests.reference import google_models
 
 RATE = 0.3
@@ -99,21 +100,7 @@ def _model_update(implementation, dtype, jit):
   keras.utils.set_random_seed(0)
   model = BertModel(config, dtype=dtype)
   layers.set_dropout_rng(model, "hash")  # what the training loop picks under jit_compile
-  rng = np.random.RandomState(1)
-  ids = tf.constant(rng.randint(1, 99, [3, 12]), tf.int32)
-  mask = tf.constant([[1] * 12, [1] * 9 + [0] * 3, [1] * 4 + [0] * 8], tf.int32)
-  w_seq = tf.constant(rng.normal(size=[3, 12, 32]), tf.float32)
-  w_pooled = tf.constant(rng.normal(size=[3, 32]), tf.float32)
-
-  def step(ids, mask):
-    with tf.GradientTape() as tape:
-      out = model({"input_word_ids": ids, "input_mask": mask}, training=True)
-      loss = (tf.reduce_sum(out["sequence_output"] * w_seq)
-              + tf.reduce_sum(out["pooled_output"] * w_pooled))
-    return loss, tape.gradient(loss, model.trainable_variables)
-
-  loss, grads = tf.function(step, jit_compile=jit)(ids, mask)
-  return [loss.numpy()] + [tf.convert_to_tensor(g).numpy() for g in grads]
+  return padded_update(model, jit)[0]
 
 
 def test_bert_update_matches_the_separate_ops():
