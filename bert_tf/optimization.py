@@ -54,6 +54,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.modeling.fused_attention import in_xla_computation
 
 # The original's hyperparameters (optimization.py, create_optimizer); flags import these.
 DEFAULT_WEIGHT_DECAY_RATE = 0.01
@@ -63,6 +64,52 @@ DEFAULT_EPSILON = 1e-6
 DEFAULT_CLIP_NORM = 1.0
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 DEFAULT_OPTIMIZER_TYPE = "adamw_original"
+
+
+# Gradients of at most this many elements are squared and summed together (grouped_global_norm).
+SMALL_GRADIENT_ELEMENTS = 1 << 16
+# Vectors per concatenation: a GPU kernel takes a bounded number of operands.
+NORM_PIECES_PER_GROUP = 48
+
+
+def grouped_global_norm(tensors):
+  """``tf.linalg.global_norm(tensors)`` in far fewer reductions.
+
+  The same value, ``sqrt(sum(t ** 2))`` over every element of every tensor (an IndexedSlices
+  counts its ``values``, rows before duplicates are summed, as the original's clip); only the
+  order of the float32 additions differs. Each tensor becomes a vector of squares: a small one
+  (at most ``SMALL_GRADIENT_ELEMENTS`` elements) its squared elements, a matrix its rows' sums
+  of squares (one row reduction); the vectors are concatenated ``NORM_PIECES_PER_GROUP`` at a
+  time and each group summed once. ``tf.linalg.global_norm`` reduces every tensor to a scalar
+  on its own: under XLA on a GPU one kernel per small tensor and two per matrix (XLA splits a
+  large reduction to a scalar in two), each far shorter than its launch; BERT-Large has 398
+  variables (BENCHMARKS.md, "The global norm in fewer reductions").
+  """
+  with tf.name_scope("global_norm"):
+    pieces = []
+    for tensor in tensors:
+      if tensor is None:
+        continue
+      if isinstance(tensor, tf.IndexedSlices):
+        tensor = tensor.values
+      tensor = tf.convert_to_tensor(tensor)
+      size = tensor.shape.num_elements()
+      if size is not None and size <= SMALL_GRADIENT_ELEMENTS:
+        pieces.append(tf.reshape(tf.square(tensor), [-1]))
+      elif tensor.shape.rank is not None and tensor.shape.rank >= 2:
+        pieces.append(tf.reshape(tf.reduce_sum(tf.square(tensor), axis=-1), [-1]))
+      else:
+        pieces.append(tf.reshape(tf.reduce_sum(tf.square(tensor)), [1]))
+    if not pieces:
+      return tf.constant(0.0)
+    groups = [tf.concat(pieces[start:start + NORM_PIECES_PER_GROUP], 0)
+              for start in range(0, len(pieces), NORM_PIECES_PER_GROUP)]
+    if in_xla_computation():
+      # XLA's simplifier rewrites the sum of a concatenation as the sum of each part's sum,
+      # one reduction per part again; the barrier keeps each group one reduction.
+      from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+      groups = xla.optimization_barrier(*groups)
+    return tf.sqrt(tf.add_n([tf.reduce_sum(group) for group in groups]))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -264,10 +311,12 @@ class _BertOptimizer(keras.optimizers.Optimizer):
   def _has_distributed_values(tf_variables):
     return any(isinstance(x, tf.distribute.DistributedValues) for x in tf_variables)
 
-  def _clip_scale(self, grads):
+  def _clip_scale(self, grads, norm=None):
     """tf.clip_by_global_norm's factor (applied inside the fused updates): clip * min(1/norm,
-    1/clip), NaN when the norm is not finite, as the original."""
-    norm = tf.linalg.global_norm(grads)
+    1/clip), NaN when the norm is not finite, as the original. ``norm``: the gradients' global
+    norm when the caller computed it (default ``tf.linalg.global_norm(grads)``)."""
+    if norm is None:
+      norm = tf.linalg.global_norm(grads)
     clip_scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm)
     return clip_scale + (norm - norm)
 
@@ -277,7 +326,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     IndexedSlices), ``indices`` (Python ints) the optimizer's index of each variable."""
     clip_scale = None
     if self.global_clipnorm and self.global_clipnorm > 0:
-      clip_scale = self._clip_scale(grads)
+      clip_scale = self._clip_scale(grads, norm=grouped_global_norm(grads))
     learning_rate = self.learning_rate
     for param, (m, v), grad, index in zip(params, slots, grads, indices):
       dtype = param.dtype

@@ -127,15 +127,18 @@ def _run_ours(optimizer, variables, gradient_steps, jit_compile=False):
   return history
 
 
-@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("fused", [False, True, "whole"])
 def test_adam_weight_decay_matches_google_step_for_step(fused):
   """Unfused: the original's ops, to the last bit or nearly. Fused (each variable's update
-  and the clipping in one XLA computation): the same to float32 rounding."""
+  and the clipping in one XLA computation): the same to float32 rounding. Whole (every
+  variable's update, the grouped global norm and the clipping in ONE XLA computation, what
+  the training loop uses with a GPU): the same to float32 rounding."""
   initial_values, gradient_steps = _initial_values(), _gradients()
   expected = _run_google(initial_values, gradient_steps)
   variables = [_keras_variable(name, value) for name, value in initial_values.items()]
   optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
-  optimizer.fused_update = fused
+  optimizer.fused_update = bool(fused)
+  optimizer.fuse_all_variables = fused == "whole"
   assert isinstance(optimizer, optimization.AdamWeightDecay)
   assert [optimizer.uses_weight_decay(v) for v in variables] == [False, False, True, True]
   actual = _run_ours(optimizer, variables, gradient_steps)
@@ -447,3 +450,29 @@ def test_config_round_trips_through_keras_serialization(optimizer_type):
   bias = _keras_variable("dense/bias", np.zeros(2, np.float32))
   gamma = _keras_variable("LayerNorm/gamma", np.ones(2, np.float32))
   assert [restored.uses_weight_decay(v) for v in (bias, gamma)] == [True, False]
+
+
+def test_grouped_global_norm_is_the_global_norm():
+  """The whole-update path's norm (small gradients summed in concatenated groups) against the
+  norm written out in float64, and tf.linalg.global_norm, eager and under XLA."""
+  rng = np.random.RandomState(3)
+  small = [rng.normal(size=(int(n),)).astype(np.float32) for n in rng.randint(1, 2000, 100)]
+  small.append(rng.normal(size=(64, 8)).astype(np.float32))
+  large = [rng.normal(size=(300, 300)).astype(np.float32) * 0.01 for _ in range(2)]
+  rows = rng.normal(size=(4, 3)).astype(np.float32)
+  sparse = tf.IndexedSlices(tf.constant(rows), tf.constant([1, 3, 1, 4]), tf.constant([5, 3]))
+  tensors = [tf.constant(t) for t in small[:50]] + [sparse] + [tf.constant(t) for t in large]
+  tensors += [None] + [tf.constant(t) for t in small[50:]]
+  # An IndexedSlices counts its rows before duplicates are summed, as the original's clip.
+  want = np.sqrt(sum(np.sum(np.square(t.astype(np.float64))) for t in small + large + [rows]))
+  eager = optimization.grouped_global_norm(tensors).numpy()
+  compiled = tf.function(optimization.grouped_global_norm, jit_compile=True)(tensors).numpy()
+  reference = tf.linalg.global_norm([t for t in tensors if t is not None]).numpy()
+  np.testing.assert_allclose(reference, want, rtol=1e-6)
+  np.testing.assert_allclose(eager, want, rtol=1e-6)
+  np.testing.assert_allclose(compiled, want, rtol=1e-6)
+  # 102 small tensors and 2 matrices (one row reduction each): ceil(104 / 48) = 3 groups.
+  graph = tf.function(optimization.grouped_global_norm).get_concrete_function(tensors).graph
+  ops = [op.type for op in graph.get_operations()]
+  assert ops.count("ConcatV2") == 3 and ops.count("Sum") == 2 + 3
+  assert optimization.grouped_global_norm([]).numpy() == 0.0
