@@ -30,7 +30,9 @@ Clipping: with ``global_clipnorm`` set, gradients are clipped with ``tf.clip_by_
 (the original's own op, so the same arithmetic) AFTER they are summed over replicas, i.e. on
 the gradient of the global batch. (Stock Keras clips each replica's gradient before the
 all-reduce.) The original on TPU clipped each core's gradient and then summed the clipped
-gradients (``CrossShardOptimizer``); on one device the two agree.
+gradients (``CrossShardOptimizer``); on one device the two agree. The whole-update XLA path
+(``fuse_all_variables``, what the training loop takes with a GPU) computes the same norm with
+``grouped_global_norm``: far fewer GPU kernels, the float32 sums in another order.
 
 Usage, in a custom loop or ``model.compile``:
 
