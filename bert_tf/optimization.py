@@ -329,15 +329,24 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     clip_scale = None
     if self.global_clipnorm and self.global_clipnorm > 0:
       clip_scale = self._clip_scale(grads, norm=grouped_global_norm(grads))
-    learning_rate = self.learning_rate
+    learning_rate = tf.cast(self.learning_rate, tf.float32)
+    # The learning rate and the clip factor as one [2] vector that every variable's update
+    # reads: a shared operand that is not a scalar lets XLA fuse sibling updates of one shape
+    # into one multi-output kernel (it does not for shared scalars).
+    coefficients = tf.stack([learning_rate,
+                             learning_rate if clip_scale is None else clip_scale])
+    if in_xla_computation():
+      from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+      (coefficients,) = xla.optimization_barrier(coefficients)
     for param, (m, v), grad, index in zip(params, slots, grads, indices):
       dtype = param.dtype
       # After the norm (which, like the original's, counts an IndexedSlices' rows before
       # duplicates are summed): the original multiplies IndexedSlices by constants, which
       # densifies them, so every row of m and v decays each step.
+      own = tf.cast(coefficients, dtype)
       self._assign_new_values(
-          param, m, v, tf.cast(tf.convert_to_tensor(grad), dtype), tf.cast(learning_rate, dtype),
-          None if clip_scale is None else tf.cast(clip_scale, dtype),
+          param, m, v, tf.cast(tf.convert_to_tensor(grad), dtype), own[0],
+          None if clip_scale is None else own[1],
           self._use_decay[index], self._adapts(index))
 
   def _distributed_update(self, distribution, grads_and_vars, learning_rate, clip_scale):

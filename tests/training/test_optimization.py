@@ -1,6 +1,7 @@
 """bert_tf.optimization against Google's optimization.py (graph mode) and published formulas."""
 
 import contextlib
+import re
 
 import keras
 import numpy as np
@@ -476,3 +477,30 @@ def test_grouped_global_norm_is_the_global_norm():
   ops = [op.type for op in graph.get_operations()]
   assert ops.count("ConcatV2") == 3 and ops.count("Sum") == 2 + 3
   assert optimization.grouped_global_norm([]).numpy() == 0.0
+
+
+def test_whole_update_shares_its_coefficients_as_one_vector():
+  """The whole-update XLA computation hands every variable's update the learning rate and the
+  clip factor as one f32[2] vector behind an optimization barrier (XLA cannot fold it back into
+  scalars; a GPU then fuses sibling updates of one shape into one kernel, BENCHMARKS.md), and
+  the global norm's groups behind one too. The numbers: the step-for-step test above."""
+  values = {"a/bias": np.ones(4, np.float32), "b/bias": np.full(4, 2.0, np.float32),
+            "c/kernel": np.ones((3, 4), np.float32)}
+  variables = [_keras_variable(name, value) for name, value in values.items()]
+  optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, 0)
+  optimizer.fused_update = True
+  optimizer.fuse_all_variables = True
+  grads = [tf.constant(np.full(v.shape, 0.5, np.float32)) for v in variables]
+  optimizer.apply_gradients(zip(grads, variables))
+  tf_variables = [optimization._tf_variable(v) for v in variables]  # pylint: disable=protected-access
+  slots = [(optimization._tf_variable(optimizer.slot(v, "m")),  # pylint: disable=protected-access
+            optimization._tf_variable(optimizer.slot(v, "v")))  # pylint: disable=protected-access
+           for v in variables]
+  indices = tuple(optimizer._get_variable_index(v) for v in variables)  # pylint: disable=protected-access
+  hlo = optimizer._fused_apply_all.experimental_get_compiler_ir(  # pylint: disable=protected-access
+      tf_variables, slots, grads, indices)(stage="hlo")
+  barriers = [line for line in hlo.splitlines() if "opt-barrier(" in line]
+  assert any(re.search(r"= \(?f32\[2\]\S* opt-barrier", line) for line in barriers), barriers
+  assert len(barriers) == 2, barriers  # the coefficients, the norm's one group
+  # The updates moved the variables (the computation is the real update, not a stub).
+  assert np.abs(variables[0].numpy() - values["a/bias"]).max() > 0
