@@ -217,7 +217,7 @@ def _numpy_reference(kind, initial_values, gradient_steps, decayed, weight_decay
   return history
 
 
-@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("fused", [False, True, "whole"])
 @pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
 def test_adamw_and_lamb_match_published_formulas(optimizer_type, fused):
   initial_values, gradient_steps = _initial_values(4), _gradients(5)
@@ -226,7 +226,8 @@ def test_adamw_and_lamb_match_published_formulas(optimizer_type, fused):
   variables = [_keras_variable(name, value) for name, value in initial_values.items()]
   optimizer = optimization.create_optimizer(
       INIT_LR, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS, optimizer_type=optimizer_type)
-  optimizer.fused_update = fused
+  optimizer.fused_update = bool(fused)
+  optimizer.fuse_all_variables = fused == "whole"  # one XLA computation, as with a GPU
   actual = _run_ours(optimizer, variables, gradient_steps)
   for step, (want, got) in enumerate(zip(expected, actual)):
     for name in initial_values:
@@ -313,7 +314,7 @@ def test_mirrored_strategy_sums_then_clips_like_one_device(optimizer_type, fused
                                  rtol=1e-5 if fused else 1e-6, atol=1e-7, err_msg=variable.path)
 
 
-@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("fused", [False, True, "whole"])
 def test_sparse_embedding_gradient_matches_google(fused):
   """An IndexedSlices gradient (tf.gather, repeated ids) updates as in the original.
 
@@ -347,7 +348,8 @@ def test_sparse_embedding_gradient_matches_google(fused):
 
   variable = _keras_variable("bert/embeddings/word_embeddings", table)
   optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, 1)
-  optimizer.fused_update = fused
+  optimizer.fused_update = bool(fused)
+  optimizer.fuse_all_variables = fused == "whole"
   optimizer.build([variable])
   rtol, atol = (1e-6, 1e-8) if fused else (1e-7, 1e-9)
   for value, want in zip(upstreams, expected):
