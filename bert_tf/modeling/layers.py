@@ -22,12 +22,13 @@ every layer has ``get_config`` for Keras save/load.
 
 import contextlib
 import math
+import weakref
 
 import keras
 import tensorflow as tf
 
 from bert_tf.modeling import fused_attention
-from bert_tf.modeling.activations import get_activation, recomputed_under_xla
+from bert_tf.modeling.activations import get_activation, gpu_visible, recomputed_under_xla
 from bert_tf.modeling.config import BertConfig
 
 _PACKAGE = "bert_tf"
@@ -59,6 +60,36 @@ def layer_norm(config, name="LayerNorm"):
                                          dtype="float32")
 
 
+# Per graph being traced: {(width, dtype): a vector of ones behind an optimization barrier}.
+_SHARED_UNITS = weakref.WeakKeyDictionary()
+
+
+def shared_unit_operand(weight):
+  """``weight`` (a 16-bit cast of a variable: mixed precision); under XLA with a GPU visible,
+  ``weight`` times
+  a vector of ones shared by every weight of its last dimension in the computation.
+
+  Times 1.0: the same numbers, bit for bit, forward and backward. The ones sit behind an
+  optimization barrier, so XLA cannot fold them away, and they give the casts of same-shape
+  weights (the query, key, value and output kernels of all layers, ...) an operand in common
+  that is not a scalar: XLA's GPU compiler then fuses those sibling casts into a few
+  multi-output kernels instead of one launch per weight (BENCHMARKS.md, "The weights'
+  casts"). Elsewhere (no XLA, no GPU) this is ``weight``.
+  """
+  if (weight.dtype not in (tf.bfloat16, tf.float16)
+      or not (gpu_visible() and fused_attention.in_xla_computation())):
+    return weight  # a float32 weight has no cast to fuse: the product would be a kernel more
+  # pylint: disable=import-outside-toplevel
+  from tensorflow.compiler.tf2xla.python import xla
+  from tensorflow.python.framework import ops
+  units = _SHARED_UNITS.setdefault(ops.get_default_graph(), {})
+  key = (weight.shape[-1], weight.dtype)
+  if key not in units:
+    with tf.name_scope("shared_unit"):
+      (units[key],) = xla.optimization_barrier(tf.ones([weight.shape[-1]], weight.dtype))
+  return weight * units[key]
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class Dense(keras.layers.Dense):
   """``keras.layers.Dense`` (same weights ``kernel`` [in, units] and ``bias``, same numbers)
@@ -79,9 +110,10 @@ class Dense(keras.layers.Dense):
       return super().call(inputs, training=training)
     units = self.kernel.shape[-1]
     flat = tf.reshape(inputs, [-1, inputs.shape[-1]])                 # [B*S, in]
-    y = tf.matmul(flat, self.kernel)                                   # [B*S, units]
+    # The variables as the layer's autocast reads them, then shared_unit_operand.
+    y = tf.matmul(flat, shared_unit_operand(tf.convert_to_tensor(self.kernel)))  # [B*S, units]
     if self.bias is not None:
-      y = tf.nn.bias_add(y, self.bias)
+      y = tf.nn.bias_add(y, shared_unit_operand(tf.convert_to_tensor(self.bias)))
     if self.activation is not None:
       y = (recomputed_under_xla(self.activation, y) if self.recompute_activation
            else self.activation(y))
@@ -392,9 +424,9 @@ class BertSelfAttention(_ConfigLayer):
     # One [B*S,H] x [H,3H] product over a view of the three [H,H] kernels (the variables stay
     # Google's query/key/value), then one transpose to head-major [3,B,N,S,D]: the layout
     # whose batch dimensions (B,N) lead, as the attention GEMMs need.
-    kernel = tf.concat([tf.cast(layer.kernel, dtype)
+    kernel = tf.concat([shared_unit_operand(tf.cast(layer.kernel, dtype))
                         for layer in (self.query, self.key, self.value)], axis=1)  # [H,3H]
-    bias = tf.concat([tf.cast(layer.bias, dtype)
+    bias = tf.concat([shared_unit_operand(tf.cast(layer.bias, dtype))
                       for layer in (self.query, self.key, self.value)], axis=0)  # [3H]
     flat = tf.reshape(tf.cast(x, dtype), [-1, c.hidden_size])  # [B*S,H]
     qkv = tf.nn.bias_add(tf.matmul(flat, kernel), bias)  # [B*S,3H]
