@@ -27,6 +27,16 @@ def _is_empty(path):
   return not tf.io.gfile.listdir(path)
 
 
+def _another_running_process(path):
+  """The pid of the running process (not this one) whose temporary folder ``path`` is, when it
+  is local; else None. Such a folder is an export still being written (or swapped): it is not
+  a leftover. On gs:// the writer may be another host, so its pid tells nothing."""
+  temp = fileio.temp_target(os.path.basename(path))
+  if temp is None or fileio.is_remote(path) or temp[1] == os.getpid():
+    return None
+  return temp[1] if fileio.process_running(temp[1]) else None
+
+
 def leftovers(target):
   """{path: True if it is a previous export set aside, False if a new export being written}
   of the temporary folders an export of ``target`` leaves beside it, sorted by name."""
@@ -49,12 +59,13 @@ def leftovers(target):
 def restore_interrupted_overwrite(target, is_previous):
   """When ``target`` is missing but a previous export that an overwrite renamed aside is there
   (``is_previous(path)`` recognises it: the overwrite was killed before its new export was
-  renamed in), renames it back, with a warning. Returns the folder it came from, or None."""
+  renamed in; not one whose process still runs, which is between its two renames), renames it
+  back, with a warning. Returns the folder it came from, or None."""
   target = os.path.normpath(target)
   if tf.io.gfile.exists(target):
     return None
   for path, aside in leftovers(target).items():
-    if aside and is_previous(path):
+    if aside and is_previous(path) and _another_running_process(path) is None:
       tf.io.gfile.rename(path, target)
       logging.warning("restored the previous export %s from %s: an overwrite was stopped "
                       "before its new export was in place", target, path)
@@ -67,7 +78,8 @@ def remove_leftovers(target, is_previous):
   written (``<target>.tmp-<pid>-<8 hex>``), and a previous export set aside
   (``<target>.previous.tmp-<pid>-<8 hex>``) once ``target`` is in place (first put back if
   ``target`` is missing, ``restore_interrupted_overwrite``). An aside folder that
-  ``is_previous`` does not recognise and that is not empty is left, with a warning; other names
+  ``is_previous`` does not recognise and that is not empty is left, with a warning; so is a
+  local folder whose process still runs (another export of ``target`` under way); other names
   (a user's) are left alone.
 
   Returns:
@@ -77,6 +89,11 @@ def remove_leftovers(target, is_previous):
   restore_interrupted_overwrite(target, is_previous)
   removed = []
   for path, aside in leftovers(target).items():
+    pid = _another_running_process(path)
+    if pid is not None:
+      logging.warning("left %s as it is: process %d, still running, is writing it (another "
+                      "export of %s)", path, pid, target)
+      continue
     if aside and not (is_previous(path) or _is_empty(path)):
       logging.warning("left %s as it is: a previous export of another kind that an overwrite "
                       "of %s set aside", path, target)

@@ -186,11 +186,12 @@ def test_a_killed_exports_temporary_folders_are_removed_by_the_next(tmp_path):
   """An export killed half-way leaves ``<export>.tmp-<pid>-<hex>`` folders (the new export being
   written; the previous one renamed aside): the next export removes those and nothing else."""
   target = tmp_path / "export"
-  _fill(tmp_path, {"export.tmp-4242-0123abcd/variables/variables.index": "partial",
-                   "export.tmp-4242-89abcdef/saved_model.pb": "old, renamed aside",
-                   "export.tmp-notes/mine.txt": "mine", "export.tmp-4242-0123abcd.txt": "mine",
-                   "other.tmp-4242-0123abcd/x": "another target's"})
-  leftovers = ("export.tmp-4242-0123abcd", "export.tmp-4242-89abcdef")
+  dead = _dead_pid()  # the killed export's process
+  _fill(tmp_path, {f"export.tmp-{dead}-0123abcd/variables/variables.index": "partial",
+                   f"export.tmp-{dead}-89abcdef/saved_model.pb": "old, renamed aside",
+                   "export.tmp-notes/mine.txt": "mine", f"export.tmp-{dead}-0123abcd.txt": "mine",
+                   f"other.tmp-{dead}-0123abcd/x": "another target's"})
+  leftovers = (f"export.tmp-{dead}-0123abcd", f"export.tmp-{dead}-89abcdef")
   kept = {k: v for k, v in digests(tmp_path).items() if k.split("/")[0] not in leftovers}
 
   def write(folder):
@@ -200,6 +201,36 @@ def test_a_killed_exports_temporary_folders_are_removed_by_the_next(tmp_path):
   assert (target / "saved_model.pb").read_text() == "new"
   assert digests(tmp_path) == dict(kept, **{f"export/{k}": v for k, v in digests(target).items()},
                                    export=None)
+
+
+def test_another_running_exports_folders_are_left_until_it_has_stopped(tmp_path):
+  """Two exports of one --export_dir at once: the second leaves the first's temporary folders
+  (its new export being written, its previous one set aside between the two renames) while
+  the first's process runs, and neither takes the aside export for a killed overwrite's. Once
+  that process has stopped, they are a killed export's leftovers and go."""
+  target = tmp_path / "export"
+  writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)  # runs until its stdin is closed
+  try:
+    running = {f"export.tmp-{writer.pid}-0123abcd/saved_model.pb": "being written",
+               f"export.previous.tmp-{writer.pid}-89abcdef/saved_model.pb": "set aside"}
+    _fill(tmp_path, running)
+    export.write_atomically(str(target), _write_new_export)
+    assert (target / "saved_model.pb").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == sorted(["export"] + [n.split("/")[0] for n in running])
+    for name, text in running.items():
+      assert (tmp_path / name).read_text() == text
+  finally:
+    writer.stdin.close()
+    writer.wait(timeout=60)
+  export.write_atomically(str(target), _write_new_export, overwrite=True)
+  assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+def _dead_pid():
+  gone = subprocess.Popen(["true"])
+  gone.wait()
+  return gone.pid
 
 
 _WRITE_NEW_EXPORT = """
@@ -274,9 +305,10 @@ def test_an_overwrite_stopped_between_its_two_renames_puts_the_previous_export_b
 def test_an_aside_export_of_another_kind_is_never_deleted(tmp_path):
   """A Hugging Face export set aside by a killed overwrite, then a SavedModel export to the same
   path: it is not a SavedModel, so it is neither put back as one nor deleted."""
-  aside = _fill(tmp_path / "export.previous.tmp-4242-0123abcd",
+  dead = _dead_pid()
+  aside = _fill(tmp_path / f"export.previous.tmp-{dead}-0123abcd",
                 {"config.json": "{}", "model.safetensors": "weights", "vocab.txt": "[PAD]\n"})
-  empty_aside = tmp_path / "export.previous.tmp-4242-89abcdef"  # an empty folder set aside
+  empty_aside = tmp_path / f"export.previous.tmp-{dead}-89abcdef"  # an empty folder set aside
   empty_aside.mkdir()
   kept = digests(aside)
   export.write_atomically(str(tmp_path / "export"), _write_new_export)
