@@ -88,7 +88,7 @@ def grouped_global_norm(tensors):
   variables (BENCHMARKS.md, "The global norm in fewer reductions").
   """
   with tf.name_scope("global_norm"):
-    pieces, units = [], {}
+    pieces = []
     for tensor in tensors:
       if tensor is None:
         continue
@@ -99,18 +99,7 @@ def grouped_global_norm(tensors):
       if size is not None and size <= SMALL_GRADIENT_ELEMENTS:
         pieces.append(tf.reshape(tf.square(tensor), [-1]))
       elif tensor.shape.rank is not None and tensor.shape.rank >= 2:
-        squares = tf.square(tensor)
-        width = tensor.shape[-1]
-        if in_xla_computation() and width is not None:
-          # Times a vector of ones behind a barrier, shared by every matrix of this width (exact;
-          # XLA cannot fold it away): a common operand that is not a scalar lets XLA's GPU
-          # compile fuse the row reductions of same-shape matrices into one kernel.
-          if (width, squares.dtype) not in units:
-            from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
-            (units[width, squares.dtype],) = xla.optimization_barrier(
-                tf.ones([width], squares.dtype))
-          squares *= units[width, squares.dtype]
-        pieces.append(tf.reshape(tf.reduce_sum(squares, axis=-1), [-1]))
+        pieces.append(tf.reshape(tf.reduce_sum(tf.square(tensor), axis=-1), [-1]))
       else:
         pieces.append(tf.reshape(tf.reduce_sum(tf.square(tensor)), [1]))
     if not pieces:

@@ -478,13 +478,6 @@ def test_grouped_global_norm_is_the_global_norm():
   graph = tf.function(optimization.grouped_global_norm).get_concrete_function(tensors).graph
   ops = [op.type for op in graph.get_operations()]
   assert ops.count("ConcatV2") == 3 and ops.count("Sum") == 2 + 3
-  # Under XLA the two 300-wide matrices' row sums share one vector of ones behind a barrier
-  # (the common operand that lets a GPU fuse their reductions; times 1, so exact).
-  hlo = tf.function(optimization.grouped_global_norm, jit_compile=True
-                    ).experimental_get_compiler_ir(tensors)(stage="hlo")
-  units = [line for line in hlo.splitlines()
-           if re.search(r"= \(?f32\[300\]\S* opt-barrier", line)]
-  assert len(units) == 1, units
   assert optimization.grouped_global_norm([]).numpy() == 0.0
 
 
