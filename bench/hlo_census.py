@@ -104,6 +104,18 @@ GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul")
 FMHA_PREFIX = "__cudnn$fmha"
 
 
+def _by_computation(text):
+  """(name of the computation it is in, line) for each line of HLO text that is not a
+  computation's header (None before the first header)."""
+  computation = None
+  for line in text.splitlines():
+    header = _COMPUTATION.match(line)
+    if header:
+      computation = header.group(1)
+    else:
+      yield computation, line
+
+
 def _count_custom_call(line, counter):
   """A GEMM or fused-attention custom call adds to ``dots`` / ``fmha_calls``."""
   target = _TARGET.search(line)
@@ -170,12 +182,7 @@ def parse_hlo_text(text, bnss, bsh=None):
   # Pass 1: each instruction's op_name, or (none in its metadata) its first operand's that
   # has one; then the op_name of the fusion (or call) that uses each computation.
   resolved, caller_op, fused, root_elements = {}, {}, set(), {}
-  computation = None
-  for line in text.splitlines():
-    header = _COMPUTATION.match(line)
-    if header:
-      computation = header.group(1)
-      continue
+  for computation, line in _by_computation(text):
     match = _DEFINITION.match(line)
     if not match:
       continue
@@ -201,12 +208,7 @@ def parse_hlo_text(text, bnss, bsh=None):
         if resolved.get(match.group(1)):
           caller_op.setdefault(callee, resolved[match.group(1)])
   counts = collections.defaultdict(collections.Counter)
-  computation = None
-  for line in text.splitlines():
-    header = _COMPUTATION.match(line)
-    if header:
-      computation = header.group(1)
-      continue
+  for computation, line in _by_computation(text):
     match = _INSTRUCTION.match(line)
     if not match:
       tuple_match = _TUPLE.match(line)
@@ -283,16 +285,12 @@ def largest_kernels(text, n=20):
   bitcasts, ...), with its result's bytes plus its operands' (an upper bound on what it moves:
   a fusion may read only part of an operand). Returns [{"bytes", "name", "op", "shape",
   "part", "op_name"}], largest first; ``part`` is the layer key as in ``parse_hlo_text``."""
-  sizes, fused, kernels, computation = {}, set(), [], None
+  sizes, fused, kernels = {}, set(), []
   for line in text.splitlines():
     calls = _CALLS.search(line)
     if calls and " fusion(" in line:
       fused.update(c.strip().lstrip("%") for c in calls.group(1).split(","))
-  for line in text.splitlines():
-    header = _COMPUTATION.match(line)
-    if header:
-      computation = header.group(1)
-      continue
+  for computation, line in _by_computation(text):
     match = _KERNEL.match(line)
     if not match or computation in fused:
       continue
