@@ -338,12 +338,14 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     if in_xla_computation():
       from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
       (coefficients,) = xla.optimization_barrier(coefficients)
+    cast_coefficients = {dtype: tf.cast(coefficients, dtype)
+                         for dtype in {param.dtype for param in params}}
     for param, (m, v), grad, index in zip(params, slots, grads, indices):
       dtype = param.dtype
       # After the norm (which, like the original's, counts an IndexedSlices' rows before
       # duplicates are summed): the original multiplies IndexedSlices by constants, which
       # densifies them, so every row of m and v decays each step.
-      own = tf.cast(coefficients, dtype)
+      own = cast_coefficients[dtype]
       self._assign_new_values(
           param, m, v, tf.cast(tf.convert_to_tensor(grad), dtype), own[0],
           None if clip_scale is None else own[1],

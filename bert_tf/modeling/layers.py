@@ -66,8 +66,8 @@ _SHARED_UNITS = weakref.WeakKeyDictionary()
 
 def shared_unit_operand(weight):
   """``weight`` (a 16-bit cast of a variable: mixed precision); under XLA with a GPU visible,
-  ``weight`` times
-  a vector of ones shared by every weight of its last dimension in the computation.
+  ``weight`` times a vector of ones shared by every weight of its last dimension in the
+  computation.
 
   Times 1.0: the same numbers, bit for bit, forward and backward. The ones sit behind an
   optimization barrier, so XLA cannot fold them away, and they give the casts of same-shape

@@ -29,6 +29,7 @@ from bert_tf.modeling import BertConfig, BertSpanLabeler, checkpoints
 from bert_tf.squad import export as squad_export
 from tests.faults.support_export import (ROOT, TINY_VOCAB, digests, error_line, run_script,
                                          tiny_encoder)
+from tests.faults.test_stale_temps import _dead_pid
 from tests.reference import google_models
 
 CONFIG = google_models.tiny_config_dict(vocab_size=30522, max_position_embeddings=64)
@@ -225,12 +226,6 @@ def test_another_running_exports_folders_are_left_until_it_has_stopped(tmp_path)
     writer.wait(timeout=60)
   export.write_atomically(str(target), _write_new_export, overwrite=True)
   assert sorted(os.listdir(tmp_path)) == ["export"]
-
-
-def _dead_pid():
-  gone = subprocess.Popen(["true"])
-  gone.wait()
-  return gone.pid
 
 
 _WRITE_NEW_EXPORT = """

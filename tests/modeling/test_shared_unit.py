@@ -1,8 +1,8 @@
 """layers.shared_unit_operand: under XLA with a GPU, every 16-bit weight the layers cast is
 multiplied by a vector of ones (behind an optimization barrier) shared by the weights of its
-width, so that XLA's GPU compiler can fuse the sibling casts. Times 1.0: a BERT update must give the same
-loss and gradients as without it, and the lowered computation must hold one such vector per
-width and dtype."""
+width, so that XLA's GPU compiler can fuse the sibling casts. Times 1.0: a BERT update must
+give the same loss and gradients as without it, and the lowered computation must hold one
+such vector per width and dtype."""
 
 import re
 
