@@ -95,6 +95,14 @@ def define_flags():
                     "(run_pretraining.py's default; the batch is copied to the GPU inside the "
                     "loop, one copy per update) and/or one_device (OneDeviceStrategy fetches "
                     "the input to the GPU ahead of the loop).")
+  flags.DEFINE_list("input_ahead", ["auto"],
+                    "Rows side by side: auto (the loop's default: each batch fetched and "
+                    "copied one update ahead where a GPU is visible), true, false (each batch "
+                    "fetched when its update runs, as before; Trainer.input_ahead).")
+  flags.register_validator("input_ahead",
+                           lambda values: all(v.lower() in ("auto", "true", "false")
+                                              for v in values),
+                           message="--input_ahead takes auto, true and/or false")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -125,13 +133,14 @@ FLAGS = flags.FLAGS
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
                 num_predictions=None, profile=False, profile_top=30,
                 attention_implementation="auto", attention_probs_dropout_prob=None,
-                distribution_strategy="default"):
+                distribution_strategy="default", input_ahead="auto"):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
   phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
   ``kernel_profile``) to the result. ``distribution_strategy``: a name of
-  ``bert_tf.training.distribution.get_strategy``.
+  ``bert_tf.training.distribution.get_strategy``. ``input_ahead``: "auto", "true" or "false"
+  (``Trainer.input_ahead``: None, True, False).
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -171,6 +180,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   trainer = loop.Trainer(strategy, bert_task, bert_model, optimizer, loop.LoopConfig(
       model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
       jit_compile=xla))
+  trainer.input_ahead = {"auto": None, "true": True, "false": False}[input_ahead]
   train_loop = trainer.build_train_loop()
   iterator = iter(strategy.distribute_datasets_from_function(
       lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
@@ -198,7 +208,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "model": model, "task": task, "dtype": dtype, "xla": xla, "batch_size": batch_size,
       "attention_implementation": attention_implementation,
       "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-      "distribution_strategy": distribution_strategy,
+      "distribution_strategy": distribution_strategy, "input_ahead": input_ahead,
+      "input_fetched_ahead": trainer._input_ahead(),  # pylint: disable=protected-access
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
@@ -388,10 +399,12 @@ def _rows():
   for model in models:
     for task in tasks:
       for dtype in dtypes:
-        for xla, attention, strategy in itertools.product(
-            xlas, FLAGS.attention_implementations, FLAGS.distribution_strategies):
+        for xla, attention, strategy, ahead in itertools.product(
+            xlas, FLAGS.attention_implementations, FLAGS.distribution_strategies,
+            [a.lower() for a in FLAGS.input_ahead]):
           row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
                  "attention_implementation": attention, "distribution_strategy": strategy,
+                 "input_ahead": ahead,
                  "attention_probs_dropout_prob": FLAGS.attention_probs_dropout_prob,
                  "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
                  "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
@@ -444,6 +457,8 @@ def _format(result):
     name += f" attention={result['attention_implementation']}"
   if result.get("distribution_strategy", "default") != "default":
     name += f" strategy={result['distribution_strategy']}"
+  if result.get("input_ahead", "auto") != "auto":
+    name += f" input_ahead={result['input_ahead']}"
   if result.get("xla_flags"):
     name += f" XLA_FLAGS+={result['xla_flags']}"
   if result.get("failed") or result.get("oom"):

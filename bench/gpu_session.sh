@@ -3,37 +3,38 @@
 #   bash bench/gpu_session.sh        (on the GPU machine; results under $OUT/gpu_session/)
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first, so that one session's device time (about 10 minutes after the carry) ends
-# with the goal rows against the peer: the rows of this tree and the peer's in phase 1 and 2
-# (BERT-Large) and BERT-Base phase 1, then the A/B against the tree before the CPU-side changes
-# of 2026-11-26/27 (carry .gpu/before), then the probes and checks that wait for a longer session.
+# with the answers that decide the next change: the input fetched ahead against inline (the
+# 1-ms host stalls of the H100 profile of 2026-11-27), then phase 2 and BERT-Base against the
+# peer, then the A/B against the tree before the CPU-side changes of 2026-11-26/27 (carry
+# .gpu/before), then the checks that wait for a longer session.
 set -u
 source /tmp/base/tf_env.sh
+# XLA's autotuning results kept on disk: a later row's identical fusions (the same GEMMs in
+# every BERT-Large row) skip it. The 2026-11-27 phase-1 row spent 146 s before its first update.
+export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_per_fusion_autotune_cache_dir=/tmp/xla_autotune"
 D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
 part() { local t=$1; shift; echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"; }
-peer() { part 100 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
+peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
   --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20; }
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
-PJRT="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true"
-# 0. cuDNN's dropout variant through TensorFlow's PjRt device API (it segfaults under TF's
-#    jit_compile launcher; a reading of XLA's source suggests the launcher leaves
-#    ExecutableRunOptions.local_device_count at 0, so the dropout thunk's per-device RNG offset
-#    vector is empty: BENCHMARKS.md). Seconds when it crashes; it decides the next design.
-part 45 env TF_XLA_FLAGS="$PJRT" python3 /tmp/base/fmha_dropout_probe2.py padding
-# 1. The goal rows: this tree against the peer, one machine, one run.
-#    BERT-Large phase 1 with the fused kernel (attention dropout 0) and a kernel profile; phase 2
-#    with the original recipe (`xla`); BERT-Base phase 1 with the original recipe.
-row 200 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --profile --profile_top=25
+# 1. The 1-ms host stalls (9.7 ms of a 100 ms phase-1 update on 2026-11-27): each batch fetched
+#    and copied one update ahead (the loop's default with a GPU since then) against the batch
+#    fetched when its update runs (before), one row each with a kernel profile (device events,
+#    idle stretches by length), BERT-Large phase 1 with the fused kernel, then the peer.
+row 360 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --input_ahead=false,true --profile --profile_top=12
 peer large 128 128 20
-row 150 . --models=large --phases=2 --attention_implementations=xla
+# 2. Phase 2 with the original recipe (`xla`; did not finish in 150 s on 2026-11-27) and
+#    BERT-Base phase 1, each against the peer.
+row 240 . --models=large --phases=2 --attention_implementations=xla
 peer large 32 512 80
-row 120 . --models=base --phases=1 --attention_implementations=auto
+row 180 . --models=base --phases=1 --attention_implementations=auto
 peer base 256 128 20
-# 2. The A/B: the tree before the model changes of 2026-11-26 (the 2-D hidden stream, the GELU
+# 3. The A/B: the tree before the model changes of 2026-11-26 (the 2-D hidden stream, the GELU
 #    recomputed in the backward pass) and of 2026-11-27 (the grouped global norm, the updates'
 #    shared coefficients, the weights' casts: 2,296 -> 1,333 kernels per phase-1 update on the
 #    deviceless compile), carried as .gpu/before (made here with:
@@ -42,7 +43,7 @@ if [ -d .gpu/before/bench ]; then
   row 150 .gpu/before --models=large --phases=1 --attention_implementations=auto \
     --attention_probs_dropout_prob=0
   row 150 .gpu/before --models=large --phases=2 --attention_implementations=xla; fi
-# 3. The fused path's gradients inside BERT-Large (the key biases measured against the query
+# 3b. The fused path's gradients inside BERT-Large (the key biases measured against the query
 #    bias's), phase-2 and phase-1 shapes.
 part 150 python3 bench/check_fused_attention.py --seq=512 --batch=8
 part 120 python3 bench/check_fused_attention.py

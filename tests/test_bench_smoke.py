@@ -138,3 +138,20 @@ def test_one_device_strategy_trains_the_same_numbers(phase1_default):
   assert one_device["distribution_strategy"] == "one_device"
   assert one_device["steps_done"] == phase1_default["steps_done"] == 9
   assert one_device["loss"] == phase1_default["loss"]
+
+
+def test_input_ahead_rows_and_a_bad_value():
+  """A row run with --input_ahead=true records it; a bad value is a one-line flag error."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  bench = _load_bench()
+  result = bench.measure_row("tiny", "phase1", "float32", True, input_ahead="true", **_ROW)
+  assert result["input_ahead"] == "true"
+  # On a CPU the whole update is not one XLA computation, so nothing is fetched ahead.
+  assert result["input_fetched_ahead"] is False
+  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                         "--smoke", "--input_ahead=maybe"], capture_output=True, text=True,
+                        check=False, timeout=120)
+  assert proc.returncode != 0
+  assert "--input_ahead takes auto, true and/or false" in proc.stderr
+  assert "Traceback" not in proc.stderr
