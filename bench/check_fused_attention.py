@@ -129,6 +129,9 @@ def main(argv=None):
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--loss_tol", type=float, default=1e-2)
   parser.add_argument("--grad_tol", type=float, default=5e-2)
+  parser.add_argument("--fused", default="cudnn", choices=("cudnn", "cudnn_btnh"),
+                      help="The fused path to check against the plain one (cudnn_btnh: the "
+                      "kernel on the hidden stream's [B,S,N,D] layout, experimental).")
   args = parser.parse_args(argv)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import _harness  # pylint: disable=import-outside-toplevel
@@ -141,10 +144,10 @@ def main(argv=None):
   config_dict = dict(_harness.config_dict(args.model), attention_probs_dropout_prob=0.0)
   config = BertConfig.from_dict(config_dict)
   batch = padded_batch(config_dict, args.batch, args.seq, args.predictions)
-  print(f"{args.model}: batch {args.batch}, seq {args.seq}, lengths "
+  print(f"{args.model}, {args.fused} against xla: batch {args.batch}, seq {args.seq}, lengths "
         f"{int(batch['input_mask'].sum(1).min())}..{args.seq}, bfloat16, XLA")
   plain = loss_and_gradients(config, batch, "xla")
-  fused = loss_and_gradients(config, batch, "cudnn")
+  fused = loss_and_gradients(config, batch, args.fused)
   return 0 if compare(plain, fused, args.loss_tol, args.grad_tol) else 1
 
 

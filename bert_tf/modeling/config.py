@@ -43,7 +43,8 @@ _TO_HF_ACTIVATIONS = {
 }
 
 # Values of attention_implementation (what each means: modeling.fused_attention).
-ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "xla_recompute", "cudnn", "cudnn_dropout")
+ATTENTION_IMPLEMENTATIONS = ("auto", "xla", "xla_recompute", "cudnn", "cudnn_dropout",
+                             "cudnn_btnh")
 
 # The fields every Google bert_config.json carries.
 _GOOGLE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -75,8 +76,8 @@ class BertConfig:
   initializer_range: float = 0.02
   # Not in Google's files (always 1e-12 there); kept for Hugging Face models that differ.
   layer_norm_eps: float = 1e-12
-  # How attention runs (``modeling.fused_attention``): "auto", "xla", "xla_recompute", "cudnn"
-  # or "cudnn_dropout". A choice of this run, not of the model: never written by ``to_dict``.
+  # How attention runs (``modeling.fused_attention``): "auto", "xla", "xla_recompute", "cudnn",
+  # "cudnn_dropout" or "cudnn_btnh". A choice of this run, not of the model: never written by ``to_dict``.
   attention_implementation: str = "auto"
 
   def __post_init__(self):

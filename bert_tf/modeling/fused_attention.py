@@ -27,6 +27,10 @@ float32) to the backward call. The kernel never writes the ``[B,N,F,T]`` scores.
              compute dtype, head size <= 128 and a multiple of 8, static shapes, attention
              probabilities not asked for, and no attention dropout in this call (inference,
              or training with ``attention_probs_dropout_prob`` 0). Elsewhere ``xla``.
+  ``cudnn_btnh``  as ``cudnn``, with q, k, v, the output and their gradients in the hidden
+             stream's own [B,S,N,D] layout (``cudnn_attention_btnh``; the layer computes q,
+             k and v as three GEMMs): no layout copies around the kernel. Experimental until
+             a GPU has checked its numbers (bench/check_fused_attention.py --fused=cudnn_btnh).
   ``cudnn_dropout``  as ``cudnn``, also where attention dropout is on, with cuDNN's own
              dropout inside the kernel (``__cudnn$fmhaSoftmaxDropout``). Experimental: it
              crashed the process on the one GPU tried (../perf/GPU-2026-11-25.md), its masks
@@ -65,17 +69,37 @@ DROPOUT_SEED = 42
 _ELEMENT_TYPES = {tf.bfloat16: "BF16", tf.float16: "F16"}
 
 
-def _dot_dims(lhs_contracting, rhs_contracting):
-  """One GEMM of the kernel over BNTH operands: batch dimensions (B,N) = (0,1) on both sides."""
+def _dot_dims(lhs_contracting, rhs_contracting, lhs_batch=(0, 1), rhs_batch=(0, 1)):
+  """One GEMM of the kernel: its contracting and batch dimensions (B and N) on each side
+  (BNTH operands: (0,1) on both; a BTNH operand: (0,2))."""
   return {"lhs_contracting_dimensions": [str(lhs_contracting)],
           "rhs_contracting_dimensions": [str(rhs_contracting)],
-          "lhs_batch_dimensions": ["0", "1"], "rhs_batch_dimensions": ["0", "1"]}
+          "lhs_batch_dimensions": [str(d) for d in lhs_batch],
+          "rhs_batch_dimensions": [str(d) for d in rhs_batch]}
+
+
+# The kernel's GEMMs over q, k, v, out and d_out in either layout; P and dP are [B,N,F,T].
+_DIMS = {
+    "bnth": dict(bmm1_dot_dimension_numbers=_dot_dims(3, 3),  # q k^T -> scores [B,N,F,T]
+                 bmm2_dot_dimension_numbers=_dot_dims(3, 2),  # P v -> out [B,N,F,D]
+                 bmm1_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # dP^T q -> dk
+                 bmm1_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 2),  # dP k -> dq
+                 bmm2_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # P^T dO -> dv
+                 bmm2_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 3)),  # dO v^T -> dP
+    "btnh": dict(bmm1_dot_dimension_numbers=_dot_dims(3, 3, (0, 2), (0, 2)),
+                 bmm2_dot_dimension_numbers=_dot_dims(3, 1, (0, 1), (0, 2)),
+                 bmm1_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 1, (0, 1), (0, 2)),
+                 bmm1_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 1, (0, 1), (0, 2)),
+                 bmm2_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 1, (0, 1), (0, 2)),
+                 bmm2_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 3, (0, 2), (0, 2))),
+}
+_FORWARD_DIMS = ("bmm1_dot_dimension_numbers", "bmm2_dot_dimension_numbers")
 
 
 def backend_config(batch, heads, from_length, to_length, dtype, scale, dropout_rate,
-                   backward, seed=DROPOUT_SEED):
+                   backward, seed=DROPOUT_SEED, qkv_layout="bnth"):
   """The custom call's JSON backend config (``cudnn_fmha_backend_config``), as JAX writes it
-  for the BNTH layout and a PADDING mask."""
+  for a PADDING mask and the BNTH or BTNH ``qkv_layout`` of q, k, v (and of d_out, out)."""
   layout = {"dim_level_types": [], "dim_unique": [], "dim_ordered": [],
             "minor_to_major": ["3", "2", "1", "0"], "tiles": [], "element_size_in_bits": "0",
             "memory_space": "0", "index_primitive_type": "PRIMITIVE_TYPE_INVALID",
@@ -97,16 +121,8 @@ def backend_config(batch, heads, from_length, to_length, dtype, scale, dropout_r
       "mask_type": "PADDING",
       "sliding_window_length": 0,
   }
-  if backward:
-    config.update(
-        bmm1_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # dP^T q -> dk [B,N,T,D]
-        bmm1_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 2),  # dP k -> dq [B,N,F,D]
-        bmm2_grad_gemm1_dot_dimension_numbers=_dot_dims(2, 2),  # P^T dO -> dv [B,N,T,D]
-        bmm2_grad_gemm2_dot_dimension_numbers=_dot_dims(3, 3))  # dO v^T -> dP [B,N,F,T]
-  else:
-    config.update(
-        bmm1_dot_dimension_numbers=_dot_dims(3, 3),  # q k^T -> scores [B,N,F,T]
-        bmm2_dot_dimension_numbers=_dot_dims(3, 2))  # P v -> out [B,N,F,D]
+  config.update({key: dims for key, dims in _DIMS[qkv_layout].items()
+                 if (key in _FORWARD_DIMS) != backward})
   return json.dumps({"operation_queue_id": "0", "wait_on_operation_queues": [],
                      "cudnn_fmha_backend_config": config})
 
@@ -156,6 +172,143 @@ def cudnn_attention(q, k, v, key_lengths, dropout_rate=0.0):
             [tf.TensorSpec(q.shape, dtype), tf.TensorSpec(k.shape, dtype),
              tf.TensorSpec(v.shape, dtype), workspace],
             backend_config=config(True))
+      return dq, dk, dv
+
+    return out, grad
+
+  return attend(q, k, v)
+
+
+# === The BTNH layout through XlaCallModule (attention_implementation="cudnn_btnh") ===
+#
+# ``custom_call_v2`` gives every result XLA's default layout, so q, k, v and every result are
+# BNTH above and the layer transposes around the kernel (the GPU's module: 4-5 layout copies of
+# [B,S,H] per layer). JAX reaches the kernel with q, k, v in the hidden stream's own BTNH
+# layout ([B,S,N,D], a view of [B*S,H]): the GEMMs' batch dimensions say where B and N are,
+# and the results are declared [B,N,F,D] with layout {3,1,2,0} (physically [B,F,N,D]), so the
+# transpose back is a bitcast. TensorFlow sets result layouts only through ``XlaCallModule``,
+# which takes a StableHLO module: ``_custom_call_module`` writes one around the call.
+
+_MLIR_TYPES = {tf.bfloat16: "bf16", tf.float16: "f16", tf.float32: "f32", tf.int32: "i32",
+               tf.uint8: "ui8"}
+_BTNH_RESULT_LAYOUT = (3, 1, 2, 0)  # [B,N,F,D] stored as [B,F,N,D]
+
+
+def _mlir_type(shape, dtype):
+  return "tensor<" + "".join(f"{d}x" for d in shape) + _MLIR_TYPES[tf.as_dtype(dtype)] + ">"
+
+
+def _mlir_layout(minor_to_major):
+  return (f"dense<[{', '.join(str(d) for d in minor_to_major)}]> : "
+          f"tensor<{len(minor_to_major)}xindex>")
+
+
+def _default_layout(shape):
+  return tuple(range(len(shape) - 1, -1, -1))
+
+
+def _custom_call_module(target, operands, results, config, name):
+  """StableHLO text of a module whose ``main`` calls the custom call ``target``.
+
+  Args:
+    operands: (shape, dtype) of each operand, in XLA's default layout.
+    results: (shape, dtype, minor_to_major, returned) of each result: ``returned`` None
+      drops it (the workspace), True returns it as it is, a permutation returns it transposed
+      (a bitcast when the layout already stores it in that order).
+    config: the JSON backend config. name: the call's HLO ``op_name`` (bench/hlo_census.py
+      attributes kernels to layers by it).
+  """
+  types = [_mlir_type(shape, dtype) for shape, dtype in operands]
+  call_types = [_mlir_type(shape, dtype) for shape, dtype, _, _ in results]
+  args = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(types))
+  escaped = config.replace("\\", "\\\\").replace('"', '\\"')
+  lines = [
+      f'    %0:{len(results)} = stablehlo.custom_call @"{target}"('
+      + ", ".join(f"%arg{i}" for i in range(len(types))) + ") {api_version = 2 : i32, "
+      f'backend_config = "{escaped}", operand_layouts = ['
+      + ", ".join(_mlir_layout(_default_layout(shape)) for shape, _ in operands)
+      + "], result_layouts = ["
+      + ", ".join(_mlir_layout(layout) for _, _, layout, _ in results)
+      + f"]}} : ({', '.join(types)}) -> ({', '.join(call_types)}) loc({json.dumps(name)})"]
+  returned, returned_types = [], []
+  for i, (shape, dtype, _, how) in enumerate(results):
+    if how is None:
+      continue
+    if how is True:
+      returned.append(f"%0#{i}")
+      returned_types.append(call_types[i])
+      continue
+    out_type = _mlir_type([shape[d] for d in how], dtype)
+    lines.append(f"    %t{i} = stablehlo.transpose %0#{i}, dims = [{', '.join(map(str, how))}]"
+                 f" : ({call_types[i]}) -> {out_type}")
+    returned.append(f"%t{i}")
+    returned_types.append(out_type)
+  lines.append(f"    return {', '.join(returned)} : {', '.join(returned_types)}")
+  return ("module @cudnn_fmha attributes {mhlo.num_partitions = 1 : i32, "
+          "mhlo.num_replicas = 1 : i32} {\n"
+          f"  func.func public @main({args}) -> ({', '.join(returned_types)}) {{\n"
+          + "\n".join(lines) + "\n  }\n}\n")
+
+
+def _call_module(args, text, outputs):
+  """Runs the module ``text`` on ``args`` inside the XLA computation being traced:
+  ``outputs`` are the returned (shape, dtype)s."""
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
+  return xla.call_module(
+      args, version=9, module=text.encode(), Tout=[dtype for _, dtype in outputs],
+      Sout=[tf.TensorShape(shape) for shape, _ in outputs], platforms=["CUDA"],
+      # Traced for a GPU on any host (bench/hlo_census.py lowers on a CPU).
+      disabled_checks=[xla.call_module_disable_check_platform()])
+
+
+def cudnn_attention_btnh(q, k, v, key_lengths):
+  """``cudnn_attention`` on the hidden stream's own layout, with no layout copy around it.
+
+  Args:
+    q: [B,F,N,D], k and v: [B,T,N,D] (views of [B*S,H]), bfloat16 or float16, static shapes.
+    key_lengths: [B] int32.
+  Returns:
+    [B,F,N,D] in q's dtype (a view of [B*F,H]).
+  """
+  batch, from_length, heads, head_size = q.shape.as_list()
+  to_length = k.shape[1]
+  dtype = q.dtype
+  config = lambda backward: backend_config(  # noqa: E731
+      batch, heads, from_length, to_length, dtype, 1.0 / math.sqrt(float(head_size)), 0.0,
+      backward, qkv_layout="btnh")
+  query_lengths = tf.fill([batch], tf.constant(from_length, tf.int32))
+  key_lengths = tf.cast(key_lengths, tf.int32)
+  q_shape, kv_shape = [batch, from_length, heads, head_size], [batch, to_length, heads, head_size]
+  lengths = [([batch], tf.int32)] * 2
+  stored = lambda shape: [shape[0], shape[2], shape[1], shape[3]]  # noqa: E731
+  to_btnh = (0, 2, 1, 3)
+  workspace = ([0], tf.uint8, (0,), None)
+  scope = tf.get_current_name_scope()
+
+  @tf.custom_gradient
+  def attend(q, k, v):
+    text = _custom_call_module(
+        _FORWARD, [(q_shape, dtype), (kv_shape, dtype), (kv_shape, dtype)] + lengths,
+        [(stored(q_shape), dtype, _BTNH_RESULT_LAYOUT, to_btnh),
+         ([batch, heads, from_length], tf.float32, (2, 1, 0), True), workspace],
+        config(False), f"{scope}/fmha")
+    out, stats = _call_module([q, k, v, query_lengths, key_lengths], text,
+                              [(q_shape, dtype), ([batch, heads, from_length], tf.float32)])
+
+    def grad(d_out):
+      with tf.name_scope(scope + "/") if scope else contextlib.nullcontext():
+        text = _custom_call_module(
+            _BACKWARD,
+            [(q_shape, dtype), (kv_shape, dtype), (kv_shape, dtype),
+             ([batch, heads, from_length], tf.float32), (q_shape, dtype), (q_shape, dtype)]
+            + lengths,
+            [(stored(q_shape), dtype, _BTNH_RESULT_LAYOUT, to_btnh),
+             (stored(kv_shape), dtype, _BTNH_RESULT_LAYOUT, to_btnh),
+             (stored(kv_shape), dtype, _BTNH_RESULT_LAYOUT, to_btnh), workspace],
+            config(True), f"{scope}/fmha_backward")
+        dq, dk, dv = _call_module(
+            [q, k, v, stats, tf.cast(d_out, dtype), out, query_lengths, key_lengths], text,
+            [(q_shape, dtype), (kv_shape, dtype), (kv_shape, dtype)])
       return dq, dk, dv
 
     return out, grad
@@ -224,9 +377,9 @@ def fused_unavailable(implementation, *, dtype, head_size, dropout_rate, shapes_
 
 def use_fused(implementation, **conditions):
   """Whether an attention call takes the fused kernel: never for ``xla``/``xla_recompute``;
-  where it can run
-  for ``auto``; always for ``cudnn``/``cudnn_dropout``, which raise a ``BertTfError`` naming
-  the reason where it cannot. ``conditions``: those of ``fused_unavailable``."""
+  where it can run for ``auto``; always for ``cudnn``/``cudnn_btnh``/``cudnn_dropout``, which
+  raise a ``BertTfError`` naming the reason where it cannot. ``conditions``: those of
+  ``fused_unavailable``."""
   if implementation not in IMPLEMENTATIONS:
     raise BertTfError(f"attention_implementation must be one of {', '.join(IMPLEMENTATIONS)}, "
                       f"got {implementation!r}")
@@ -243,10 +396,11 @@ def use_fused(implementation, **conditions):
 
 def check_training(config, compute_dtype, jit_compile):
   """Before a training step is traced: a one-line ``BertTfError`` where a forced
-  ``attention_implementation`` (``cudnn``, ``cudnn_dropout``) of ``config`` cannot serve it.
+  ``attention_implementation`` (``cudnn``, ``cudnn_btnh``, ``cudnn_dropout``) of ``config``
+  cannot serve it.
   (The same check inside the traced model reaches the user wrapped in tracing context.)"""
   implementation = getattr(config, "attention_implementation", "auto")
-  if implementation not in ("cudnn", "cudnn_dropout"):
+  if implementation not in ("cudnn", "cudnn_btnh", "cudnn_dropout"):
     return
   reason = fused_unavailable(implementation, dtype=compute_dtype, head_size=config.head_size,
                              dropout_rate=config.attention_probs_dropout_prob,

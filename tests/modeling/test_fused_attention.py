@@ -118,6 +118,73 @@ def test_fused_path_emits_cudnn_forward_and_backward_calls(fake_gpu):
       assert fmha[key]["lhs_batch_dimensions"] == fmha[key]["rhs_batch_dimensions"] == ["0", "1"]
 
 
+# JAX's dot dimension numbers for BTNH: (lhs_contracting, rhs_contracting, lhs_batch, rhs_batch).
+_JAX_BTNH = {"bmm1_dot_dimension_numbers": (3, 3, [0, 2], [0, 2]),  # BTNH,BSNH->BNTS
+             "bmm2_dot_dimension_numbers": (3, 1, [0, 1], [0, 2]),  # BNTS,BSNH->BTNH
+             "bmm1_grad_gemm1_dot_dimension_numbers": (2, 1, [0, 1], [0, 2]),
+             "bmm1_grad_gemm2_dot_dimension_numbers": (3, 1, [0, 1], [0, 2]),
+             "bmm2_grad_gemm1_dot_dimension_numbers": (2, 1, [0, 1], [0, 2]),
+             "bmm2_grad_gemm2_dot_dimension_numbers": (3, 3, [0, 2], [0, 2])}
+
+
+def _custom_calls_with_layouts(hlo):
+  """[(target, result shapes with layouts, operand shapes with layouts, config)]."""
+  calls = []
+  for line in hlo.splitlines():
+    match = re.search(r"= \((.*?)\) custom-call\((.*?)\), custom_call_target=\"([^\"]+)\"",
+                      line)
+    if match:
+      shapes = lambda text: re.findall(r"(\w+\[[\d,]*\]\{[\d,]*\})", text)  # noqa: E731
+      config = json.loads(re.search(r"backend_config=(\{.*\})\s*$", line).group(1))
+      calls.append((match.group(3), shapes(match.group(1)), shapes(match.group(2)), config))
+  return calls
+
+
+def test_btnh_layout_reads_and_writes_the_hidden_streams_layout(fake_gpu):
+  """cudnn_btnh: q, k, v, d_out and out go in as [B,S,N,D] (default layout: views of the
+  [B*S,H] stream), every result comes out as [B,N,S,D] stored {3,1,2,0} (physically
+  [B,S,N,D]), and the only transposes are those of the results, which that layout makes
+  bitcasts: no layout copy around the kernel."""
+  hlo = _hlo(_config(attention_implementation="cudnn_btnh"))
+  calls = _custom_calls_with_layouts(hlo)
+  btnh, stored = f"bf16[{B},{S},{N},{D}]{{3,2,1,0}}", f"bf16[{B},{N},{S},{D}]{{3,1,2,0}}"
+  stats, lengths = f"f32[{B},{N},{S}]{{2,1,0}}", f"s32[{B}]{{0}}"
+  forward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmax"]
+  backward = [c for c in calls if c[0] == "__cudnn$fmhaSoftmaxBackward"]
+  assert len(forward) == L and len(backward) == L and len(calls) == 2 * L
+  assert forward[0][2] == [btnh] * 3 + [lengths] * 2
+  assert forward[0][1] == [stored, stats, "u8[0]{0}"]
+  assert backward[0][2] == [btnh] * 3 + [stats, btnh, btnh] + [lengths] * 2
+  assert backward[0][1] == [stored] * 3 + ["u8[0]{0}"]
+  for target, _, _, config in calls:
+    fmha = config["cudnn_fmha_backend_config"]
+    assert fmha["mask_type"] == "PADDING" and fmha["dropout_rate"] == 0.0
+    assert fmha["fmha_scale"] == pytest.approx(1 / math.sqrt(D))
+    assert fmha["intermediate_tensor_shape"]["dimensions"] == [str(x) for x in (B, N, S, S)]
+    got = {k: (int(v["lhs_contracting_dimensions"][0]), int(v["rhs_contracting_dimensions"][0]),
+               [int(d) for d in v["lhs_batch_dimensions"]],
+               [int(d) for d in v["rhs_batch_dimensions"]])
+           for k, v in fmha.items() if k.endswith("dot_dimension_numbers")}
+    assert got == {k: v for k, v in _JAX_BTNH.items()
+                   if ("grad" in k) == target.endswith("Backward")}
+  # Every 4-D transpose in the update (the others are the 2-D weights' in the GEMMs'
+  # gradients) reads a custom call's result through its layout.
+  transposes = [l for l in hlo.splitlines()
+                if re.search(r"= \w+\[\d+,\d+,\d+,\d+\]\S* transpose\(", l)]
+  assert len(transposes) == 4 * L  # out; dq, dk, dv
+  for line in transposes:
+    assert re.search(rf"transpose\(bf16\[{B},{N},{S},{D}\]\{{3,1,2,0\}}", line), line
+    assert "dimensions={0,2,1,3}" in line
+  # bench/hlo_census.py finds both calls in their layer (the module's op_name).
+  assert hlo_census.parse_hlo_text(hlo, (B, N, S))["layer_0"]["fmha_calls"] == 2
+
+
+def test_btnh_without_a_gpu_is_a_one_line_error():
+  config = _config(attention_implementation="cudnn_btnh")
+  with pytest.raises(BertTfError, match="cudnn_btnh: cuDNN's fused attention cannot run here"):
+    _hlo(config)
+
+
 def test_float16_config_names_f16(fake_gpu):
   calls = _custom_calls(_hlo(_config(attention_implementation="cudnn"), dtype="mixed_float16"))
   assert calls and all(c[3]["cudnn_fmha_backend_config"]["intermediate_tensor_shape"]
