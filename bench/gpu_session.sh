@@ -1,11 +1,13 @@
 #!/bin/bash
 # The next prepared GPU run of issue 26, after TensorFlow is carried (../shared/gpu/README.md):
 #   bash bench/gpu_session.sh        (on the GPU machine; results under $OUT/gpu_session/)
+# One call runs at most 600 s; with device time left, call it again on the warm machine: it
+# goes on from the part the last call cut (see part()).
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first, so that one session's device time (about 10 minutes after the carry) ends
 # with the answers that decide the next change: the input fetched ahead against inline (the
-# 1-ms host stalls of the H100 profile of 2026-11-27), then phase 2 and BERT-Base against the
-# peer, then the A/B against the tree before the CPU-side changes of 2026-11-26/27 (carry
+# 1-ms host stalls of the H100 profile of 2026-11-27), the fused kernel on the [B,S,N,D]
+# layout (checked, then timed), then phase 2 and BERT-Base against the peer, then the A/B against the tree before the CPU-side changes of 2026-11-26/27 (carry
 # .gpu/before), then the checks that wait for a longer session.
 set -u
 source /tmp/base/tf_env.sh
@@ -13,8 +15,13 @@ source /tmp/base/tf_env.sh
 # every BERT-Large row) skip it. The 2026-11-27 phase-1 row spent 146 s before its first update.
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_per_fusion_autotune_cache_dir=/tmp/xla_autotune"
 D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
-part() { local t=$1; shift; echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
-  timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"; }
+# A part that has ended (any exit) is not run again by a later call on the same machine: when
+# one call's 600 s run out, the next `bash bench/gpu_session.sh` goes on from the part it cut.
+part() { local t=$1; shift; local done=/tmp/gpu_session_done/$(echo "$*" | md5sum | cut -c1-16)
+  if [ -e "$done" ]; then echo "=== done before: $*" | tee -a "$L"; return; fi
+  echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
+  timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"
+  mkdir -p /tmp/gpu_session_done && touch "$done"; }
 peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
   --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20; }
