@@ -125,3 +125,34 @@ def test_zero_updates_is_refused_before_a_batch_is_fetched(tmp_path):
   iterator = iter(tf.data.Dataset.from_tensor_slices(_examples()).batch(BATCH))
   with pytest.raises(tf.errors.InvalidArgumentError, match="at least one update"):
     trainer._train_loop(iterator, tf.constant(0))  # pylint: disable=protected-access
+
+
+def test_classifier_fine_tuning_fetched_ahead_is_the_same(tmp_path):
+  """The same for a fine-tuning task (int32 labels of shape [B] travel as int64 too)."""
+  from bert_tf.training.classifier import ClassifierTask  # pylint: disable=import-outside-toplevel
+  features = _examples()
+  features = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  features["label_ids"] = np.arange(7 * BATCH, dtype=np.int32) % 3
+
+  def run(path, input_ahead):
+    keras.utils.set_random_seed(5)
+    task = ClassifierTask(BertConfig.from_dict(CONFIG), num_labels=3)
+    model = task.build_model()
+    optimizer = optimization.create_optimizer(1e-3, num_train_steps=20, num_warmup_steps=2)
+    trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer,
+                           loop.LoopConfig(model_dir=str(path), num_train_steps=7,
+                                           steps_per_loop=3, save_checkpoints_steps=0,
+                                           jit_compile=True))
+    trainer.whole_update = True
+    trainer.input_ahead = input_ahead
+    result = trainer.train(
+        lambda ctx: tf.data.Dataset.from_tensor_slices(features).batch(BATCH),
+        progress=lambda line: None)
+    return trainer, model, result
+
+  ahead, model, result = run(tmp_path / "ahead", True)
+  assert ahead._input_ahead()  # pylint: disable=protected-access
+  _, inline_model, inline_result = run(tmp_path / "inline", False)
+  assert result["loss"] == inline_result["loss"]
+  for var, inline_var in zip(model.trainable_variables, inline_model.trainable_variables):
+    np.testing.assert_array_equal(var.numpy(), inline_var.numpy(), err_msg=var.path)
