@@ -77,7 +77,8 @@ class BertConfig:
   # Not in Google's files (always 1e-12 there); kept for Hugging Face models that differ.
   layer_norm_eps: float = 1e-12
   # How attention runs (``modeling.fused_attention``): "auto", "xla", "xla_recompute", "cudnn",
-  # "cudnn_dropout" or "cudnn_btnh". A choice of this run, not of the model: never written by ``to_dict``.
+  # "cudnn_dropout" or "cudnn_btnh". A choice of this run, not of the model: never written by
+  # ``to_dict``.
   attention_implementation: str = "auto"
 
   def __post_init__(self):

@@ -166,7 +166,7 @@ class Trainer:
 
   def _update(self, features, denominators):
     """Loss, gradients and the optimizer's update of one batch (one XLA computation)."""
-    if self._wire_int64:  # int32 features that travelled as int64 (_to_device)
+    if self._wire_int64:  # int32 features that travelled as int64 (_to_wire)
       flat = [tf.cast(t, tf.int32) if i in self._wire_int64 else t
               for i, t in enumerate(tf.nest.flatten(features))]
       features = tf.nest.pack_sequence_as(features, flat)
@@ -269,9 +269,9 @@ class Trainer:
         if ahead:
           host, features = pipeline
           # The next batch, fetched (not on the last update: each host call consumes
-          # num_steps batches) and its copy queued before this update is launched; the
-          # launch waits for the batch on the host only (the fetch runs on the CPU), not for
-          # its copy.
+          # num_steps batches; the last one copies the batch in hand again, unused) and its
+          # copy queued before this update is launched; the launch waits for the batch on
+          # the host only (the fetch runs on the CPU), not for its copy.
           with tf.device("/cpu:0"):
             host = tf.cond(i + 1 < num_steps, lambda: self._to_wire(next(iterator)),
                            lambda: host)  # pylint: disable=cell-var-from-loop
