@@ -129,10 +129,14 @@ def main(argv=None):
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--loss_tol", type=float, default=1e-2)
   parser.add_argument("--grad_tol", type=float, default=5e-2)
-  parser.add_argument("--fused", default="cudnn", choices=("cudnn", "cudnn_btnh"),
-                      help="The fused path to check against the plain one (cudnn_btnh: the "
-                      "kernel on the hidden stream's [B,S,N,D] layout, experimental).")
+  parser.add_argument("--fused", default="cudnn",
+                      help="Comma-separated fused paths, each checked against the one plain "
+                      "run: cudnn (what auto takes), cudnn_btnh (the kernel on the hidden "
+                      "stream's [B,S,N,D] layout, experimental).")
   args = parser.parse_args(argv)
+  fused_paths = args.fused.split(",")
+  if not set(fused_paths) <= {"cudnn", "cudnn_btnh"}:
+    parser.error(f"--fused takes cudnn and/or cudnn_btnh, got {args.fused!r}")
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import _harness  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
@@ -144,11 +148,15 @@ def main(argv=None):
   config_dict = dict(_harness.config_dict(args.model), attention_probs_dropout_prob=0.0)
   config = BertConfig.from_dict(config_dict)
   batch = padded_batch(config_dict, args.batch, args.seq, args.predictions)
-  print(f"{args.model}, {args.fused} against xla: batch {args.batch}, seq {args.seq}, lengths "
+  print(f"{args.model}: batch {args.batch}, seq {args.seq}, lengths "
         f"{int(batch['input_mask'].sum(1).min())}..{args.seq}, bfloat16, XLA")
   plain = loss_and_gradients(config, batch, "xla")
-  fused = loss_and_gradients(config, batch, args.fused)
-  return 0 if compare(plain, fused, args.loss_tol, args.grad_tol) else 1
+  ok = True
+  for implementation in fused_paths:
+    print(f"== {implementation} against xla")
+    ok &= compare(plain, loss_and_gradients(config, batch, implementation), args.loss_tol,
+                  args.grad_tol)
+  return 0 if ok else 1
 
 
 if __name__ == "__main__":

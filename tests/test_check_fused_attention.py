@@ -65,3 +65,11 @@ def test_key_bias_gradient_is_noise_and_is_measured_against_the_query_bias(capsy
   large = dict(grads, **{path: grads[path.replace("key/bias", "query/bias")]})
   assert not check_fused_attention.compare((loss, grads), (loss, large), 1e-2, 5e-2)
   assert "key biases (zero in exact arithmetic)" in capsys.readouterr().out
+
+
+def test_a_bad_fused_path_is_a_one_line_usage_error(capsys):
+  import pytest  # pylint: disable=import-outside-toplevel
+  with pytest.raises(SystemExit) as exit_info:
+    check_fused_attention.main(["--fused=cudnn,flash"])
+  assert exit_info.value.code == 2
+  assert "--fused takes cudnn and/or cudnn_btnh, got 'cudnn,flash'" in capsys.readouterr().err
