@@ -57,10 +57,8 @@ if [ -d .gpu/before/bench ]; then
   row 150 .gpu/before --models=large --phases=1 --attention_implementations=auto \
     --attention_probs_dropout_prob=0
   row 150 .gpu/before --models=large --phases=2 --attention_implementations=xla; fi
-# 3b. The fused path's gradients inside BERT-Large (the key biases measured against the query
-#    bias's), phase-2 and phase-1 shapes.
-part 150 python3 bench/check_fused_attention.py --seq=512 --batch=8
-part 120 python3 bench/check_fused_attention.py
+# 3b. The fused paths' gradients inside BERT-Large at phase 2's shape (part 1b did phase 1's).
+part 300 python3 bench/check_fused_attention.py --seq=512 --batch=8 --fused=cudnn,cudnn_btnh
 # 4. The original recipe (attention dropout 0.1) in phase 2: separate softmax/dropout passes
 #    (xla) against the recomputing gradient (xla_recompute): time and memory.
 part 240 python3 bench/bench_pretraining_gpu.py --models=large --phases=2 --squad=false \

@@ -422,13 +422,11 @@ class BertSelfAttention(_ConfigLayer):
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
     if fused and c.attention_implementation == "cudnn_btnh":
-      # q, k, v as three [B*S,H] products, each a [B,S,N,D] view the kernel reads in place;
-      # its output is the same view of [B*S,H] (no layout copy on either side).
-      flat = tf.reshape(tf.cast(x, dtype), [-1, c.hidden_size])
-      q, k, v = (tf.reshape(tf.nn.bias_add(
-          tf.matmul(flat, shared_unit_operand(tf.cast(layer.kernel, dtype))),
-          shared_unit_operand(tf.cast(layer.bias, dtype))),
-          [x.shape[0], x.shape[1], c.num_attention_heads, c.head_size])
+      # q, k, v as three [B*S,H] products (the Dense layers'), each a [B,S,N,D] view the
+      # kernel reads in place; its output is the same view of [B*S,H] (no layout copy on
+      # either side).
+      q, k, v = (tf.reshape(layer(x), [x.shape[0], x.shape[1], c.num_attention_heads,
+                                       c.head_size])
                  for layer in (self.query, self.key, self.value))
       context = fused_attention.cudnn_attention_btnh(
           q, k, v, fused_attention.key_lengths_from_adder(attention_adder))  # [B,F,N,D]
