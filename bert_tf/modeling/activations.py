@@ -29,41 +29,51 @@ def gpu_visible():
   return _GPU
 
 
-def recomputed_under_xla(fn, x):
-  """``fn(x)``; inside an XLA computation its gradient recomputes ``fn``'s forward pass from
-  ``x`` (behind an optimization barrier, so that XLA does not merge the two and keep the
-  forward's intermediates alive) instead of keeping what autodiff would keep.
+def recomputed_under_xla(fn, x, bias=None):
+  """``fn(x + bias)`` (``tf.nn.bias_add``; ``fn(x)`` without a bias); inside an XLA
+  computation its gradient recomputes the forward pass from ``x`` and ``bias`` (behind an
+  optimization barrier, so that XLA does not merge the two and keep the forward's
+  intermediates alive) instead of keeping what autodiff would keep.
 
-  The gradient is autodiff's own (the same ops on the same input), so the numbers are the
-  same up to how XLA fuses them. What it saves on a GPU: Google's tanh GELU keeps ``x`` and
-  its ``tanh`` for the backward pass, one ``[B*S, intermediate]`` 16-bit tensor per layer
-  more than ``x`` alone (128 MB per layer of BERT-Large at 16,384 tokens); the backward pass
-  recomputes the tanh in the kernel that needs it (BENCHMARKS.md, "The GELU's tanh").
+  The gradient is autodiff's own (the same ops on the same inputs), so the numbers are the
+  same up to how XLA fuses them. What it saves on a GPU: Google's tanh GELU keeps its input
+  and its ``tanh`` for the backward pass, one ``[B*S, intermediate]`` 16-bit tensor per layer
+  more than the input alone (128 MB per layer of BERT-Large at 16,384 tokens); the backward
+  pass recomputes the tanh in the kernel that needs it (BENCHMARKS.md, "The GELU's tanh").
+  With ``bias`` (the intermediate dense layer's) the backward pass also recomputes the bias
+  add from the GEMM's output, which the update keeps anyway, so the forward kernel writes the
+  activation only, not its input as well: one ``[B*S, intermediate]`` tensor less written
+  per layer (BENCHMARKS.md, "The bias add recomputed too").
   Outside XLA (eager, a plain ``tf.function``) and where no GPU is visible this is
-  ``fn(x)``: on a CPU the recomputation costs ~4% of a training step under XLA (BERT with 4
-  layers, hidden 256) and memory is rarely what limits it.
+  ``fn(x + bias)``: on a CPU the recomputation costs ~4% of a training step under XLA (BERT
+  with 4 layers, hidden 256) and memory is rarely what limits it.
   """
   # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import fused_attention
+
+  def forward(x, *bias):
+    return fn(tf.nn.bias_add(x, bias[0]) if bias else x)
+
+  inputs = (x,) if bias is None else (x, bias)
   if not (gpu_visible() and fused_attention.in_xla_computation()):
-    return fn(x)
+    return forward(*inputs)
   from tensorflow.compiler.tf2xla.python import xla
   # The backward pass is traced outside this name scope; it re-enters it under
   # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
   scope = tf.get_current_name_scope()
 
   @tf.custom_gradient
-  def apply(x):
+  def apply(*inputs):
     def grad(dy):
       with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
-        (again,) = xla.optimization_barrier(x)
+        again = xla.optimization_barrier(*inputs)
         with tf.GradientTape() as tape:
           tape.watch(again)
-          y = fn(again)
+          y = forward(*again)
         return tape.gradient(y, again, output_gradients=dy)
-    return fn(x), grad
+    return forward(*inputs), grad
 
-  return apply(x)
+  return apply(*inputs)
 
 
 def get_activation(name):

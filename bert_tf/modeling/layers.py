@@ -112,11 +112,15 @@ class Dense(keras.layers.Dense):
     flat = tf.reshape(inputs, [-1, inputs.shape[-1]])                 # [B*S, in]
     # The variables as the layer's autocast reads them, then shared_unit_operand.
     y = tf.matmul(flat, shared_unit_operand(tf.convert_to_tensor(self.kernel)))  # [B*S, units]
-    if self.bias is not None:
-      y = tf.nn.bias_add(y, shared_unit_operand(tf.convert_to_tensor(self.bias)))
-    if self.activation is not None:
-      y = (recomputed_under_xla(self.activation, y) if self.recompute_activation
-           else self.activation(y))
+    bias = (shared_unit_operand(tf.convert_to_tensor(self.bias)) if self.bias is not None
+            else None)
+    if self.activation is not None and self.recompute_activation:
+      y = recomputed_under_xla(self.activation, y, bias)  # the bias add recomputed too
+    else:
+      if bias is not None:
+        y = tf.nn.bias_add(y, bias)
+      if self.activation is not None:
+        y = self.activation(y)
     return tf.reshape(y, tf.concat([tf.shape(inputs)[:-1], [units]], axis=0))
 
 

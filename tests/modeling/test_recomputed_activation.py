@@ -1,6 +1,6 @@
 """activations.recomputed_under_xla: the encoder's intermediate activation (Google's tanh GELU)
-whose gradient recomputes the activation from its input under XLA instead of keeping the
-tanh. Checked against TensorFlow's own gradient of the same function, against the GELU's
+whose gradient recomputes the activation (and the bias add before it) from its inputs under
+XLA instead of keeping the tanh and the pre-activation. Checked against TensorFlow's own gradient of the same function, against the GELU's
 derivative written out in NumPy float64, and inside a small BERT update against the model
 with the recomputation turned off."""
 
@@ -57,6 +57,44 @@ def test_same_value_and_gradient_as_autodiff(name, dtype):
       np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=1e-7)
     else:  # the same ops on the same input; XLA may fuse the bf16 roundings differently
       np.testing.assert_allclose(got[1], want[1], rtol=2 ** -7, atol=2 ** -7)
+
+
+def _value_and_grads_with_bias(fn, x, bias, dy, jit, recompute):
+  def run(x, bias):
+    with tf.GradientTape() as tape:
+      tape.watch([x, bias])
+      y = (activations.recomputed_under_xla(fn, x, bias) if recompute
+           else fn(tf.nn.bias_add(x, bias)))
+      loss = tf.reduce_sum(tf.cast(y, tf.float32) * dy)
+    return (y, *tape.gradient(loss, [x, bias]))
+
+  step = tf.function(run, jit_compile=jit)
+  values = [t.numpy().astype(np.float64) for t in step(x, bias)]
+  return values, (step.experimental_get_compiler_ir(x, bias)(stage="hlo") if jit else None)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_with_a_bias_the_add_is_recomputed_too(dtype):
+  x, dy = _inputs(dtype)
+  bias = tf.cast(tf.constant(np.random.RandomState(1).normal(size=[40]), tf.float32), dtype)
+  for jit in (False, True):
+    (got, hlo) = _value_and_grads_with_bias(activations.gelu, x, bias, dy, jit, True)
+    (want, plain_hlo) = _value_and_grads_with_bias(activations.gelu, x, bias, dy, jit, False)
+    np.testing.assert_array_equal(got[0], want[0])  # the forward is the same ops
+    for g, w in zip(got[1:], want[1:]):  # d x, d bias
+      if not jit:
+        np.testing.assert_array_equal(g, w)
+      else:
+        tol = 1e-6 if dtype == tf.float32 else 2 ** -7
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
+    if jit:
+      # The backward pass starts from x and the bias behind one barrier (not from x + bias,
+      # which the forward kernel then need not write out).
+      name = dtype.name.replace("float", "f")  # f32, bf16
+      barriers = [line for line in hlo.splitlines() if "opt-barrier(" in line]
+      assert len(barriers) == 1 and f"{name}[6,40]" in barriers[0], barriers
+      assert f"{name}[40]" in barriers[0], barriers
+      assert "opt-barrier(" not in plain_hlo
 
 
 def test_gelu_gradient_is_the_derivative_written_out():
