@@ -6,9 +6,11 @@
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first, so that one session's device time (about 10 minutes after the carry) ends
 # with the answers that decide the next change: the input fetched ahead against inline (the
-# 1-ms host stalls of the H100 profile of 2026-11-27), the fused kernel on the [B,S,N,D]
-# layout (checked, then timed), then phase 2 and BERT-Base against the peer, then the A/B against the tree before the CPU-side changes of 2026-11-26/27 (carry
-# .gpu/before), then the checks that wait for a longer session.
+# 1-ms host stalls of the H100 profile of 2026-11-27), whether cuDNN's dropout variant runs
+# with CUDA graphs off under either launcher, the fused kernel on the [B,S,N,D] layout
+# (checked, then timed), then phase 2 and BERT-Base against the peer, then the A/B against
+# the tree before the CPU-side changes of 2026-11-26/27 (carry .gpu/before), then the checks
+# that wait for a longer session.
 set -u
 source /tmp/base/tf_env.sh
 # XLA's autotuning results kept on disk: a later row's identical fusions (the same GEMMs in
@@ -35,15 +37,29 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
 row 360 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --input_ahead=false,true --profile --profile_top=12
 peer large 128 128 20
-# 1b. The fused kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh, experimental: no
+# 1b. cuDNN's dropout variant (what the original recipe's attention dropout needs), which crashed
+#    both under TensorFlow's XLA launcher and its PjRt device API (2026-11-26/27). Read in TF
+#    2.21's XLA (BENCHMARKS.md, "Why the dropout variant crashes"): TF's launcher leaves the run
+#    options' local_device_count at 0, so the cuDNN thunk's per-device dropout offsets are an
+#    empty vector the first call writes through; PjRt sets the count. CUDA graphs (XLA's command
+#    buffers, cuDNN calls among their defaults) can capture the call too. Both launchers with
+#    command buffers off: the one that runs is what a user of `cudnn_dropout` needs.
+part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
+  python3 /tmp/base/fmha_dropout_probe2.py padding
+part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
+  TF_XLA_FLAGS="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true" \
+  python3 /tmp/base/fmha_dropout_probe2.py padding
+# 1c. The fused kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh, experimental: no
 #    layout copy around the kernel; XLA's deviceless compile: 5 -> 0 transposes per layer):
 #    its loss and gradients (and those of `cudnn`, what `auto` takes: the check of 2026-11-26
 #    stopped at the key biases) against the plain path inside BERT-Large, then its row.
 part 300 python3 bench/check_fused_attention.py --fused=cudnn,cudnn_btnh
 row 240 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
-# 2. Phase 2 with the original recipe (`xla`; did not finish in 150 s on 2026-11-27) and
-#    BERT-Base phase 1, each against the peer.
+# 2. Phase 2 with the fused kernel (attention dropout 0) and with the original recipe (`xla`;
+#    did not finish in 150 s on 2026-11-27), and BERT-Base phase 1, each against the peer.
+row 200 . --models=large --phases=2 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0
 row 240 . --models=large --phases=2 --attention_implementations=xla
 peer large 32 512 80
 row 180 . --models=base --phases=1 --attention_implementations=auto
@@ -57,7 +73,7 @@ if [ -d .gpu/before/bench ]; then
   row 150 .gpu/before --models=large --phases=1 --attention_implementations=auto \
     --attention_probs_dropout_prob=0
   row 150 .gpu/before --models=large --phases=2 --attention_implementations=xla; fi
-# 3b. The fused paths' gradients inside BERT-Large at phase 2's shape (part 1b did phase 1's).
+# 3b. The fused paths' gradients inside BERT-Large at phase 2's shape (part 1c did phase 1's).
 part 300 python3 bench/check_fused_attention.py --seq=512 --batch=8 --fused=cudnn,cudnn_btnh
 # 4. The original recipe (attention dropout 0.1) in phase 2: separate softmax/dropout passes
 #    (xla) against the recomputing gradient (xla_recompute): time and memory.
@@ -75,4 +91,4 @@ part 200 python3 bench/bench_pretraining_gpu.py --models=large --phases=1 --squa
 # 6. A native backtrace of the dropout variant under TF's own launcher, where gdb exists.
 if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args python3 \
   /tmp/base/fmha_dropout_probe2.py padding; fi
-grep -h "phase\|PASS\|FAIL\|^RESULT" "$L" | cut -c1-400
+grep -h "phase\|PASS\|FAIL\|^RESULT\|works\|^=== exit" "$L" | cut -c1-400

@@ -454,16 +454,24 @@ def run_step(args):
         flush=True)
 
 
+def gpu_compile_env(dump_dir, xla_flags=""):
+  """The GPU compile's environment: ``xla_flags`` (the user's, as on the GPU) and the dump."""
+  return dict(os.environ, XLA_FLAGS=" ".join(
+      f for f in (xla_flags.strip(), f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text") if f))
+
+
 def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, vocab=30522,
            dtype="bfloat16", dump_dir=None, python=sys.executable,
            attention_implementation="auto", gpu=None, gpu_python=GPU_PYTHON,
-           attention_probs_dropout_prob=None, top=0):
+           attention_probs_dropout_prob=None, top=0, gpu_xla_flags=""):
   """Compiles the step in a child process and returns its census (see ``parse_dump``), plus
   ``non_xla_ops`` ({op type: count}), ``loss`` and ``shape`` (the arguments).
 
   ``gpu`` ("h100", "h200"): TensorFlow lowers the update as a GPU would see it and
   ``gpu_compile_deviceless.py`` compiles it for that GPU under ``gpu_python`` (no GPU
-  needed); the census is of that GPU module, plus ``gpu_compile`` (its memory and cost)."""
+  needed); the census is of that GPU module, plus ``gpu_compile`` (its memory and cost).
+  ``gpu_xla_flags``: XLA flags of that compile (what ``XLA_FLAGS`` would hold on the GPU;
+  not the lowering's: TensorFlow's XLA may not know a newer flag)."""
   own_dir = dump_dir is None
   dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
   os.makedirs(dump_dir, exist_ok=True)
@@ -493,7 +501,7 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
     proc = subprocess.run(
         [gpu_python, os.path.join(_ROOT, "bench", "gpu_compile_deviceless.py"), lowered,
          f"--target={gpu}"], capture_output=True, text=True, check=False,
-        env=dict(os.environ, XLA_FLAGS=f"--xla_dump_to={gpu_dir} --xla_dump_hlo_as_text"))
+        env=gpu_compile_env(gpu_dir, gpu_xla_flags))
     lines = [l for l in proc.stdout.splitlines() if l.startswith("GPU_COMPILE ")]
     if proc.returncode or not lines:
       raise RuntimeError(f"GPU compile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -582,6 +590,9 @@ def main(argv=None):
                       "(bench/gpu_compile_deviceless.py; make gpu-compiler).")
   parser.add_argument("--gpu_python", default=GPU_PYTHON,
                       help="A Python with jax[cuda12], for --gpu.")
+  parser.add_argument("--gpu_xla_flags", default="",
+                      help="XLA flags of the --gpu compile (as XLA_FLAGS would hold them on "
+                      "the GPU), e.g. --xla_gpu_enable_triton_softmax_fusion=true.")
   parser.add_argument("--top", type=int, default=0,
                       help="Also list the N kernels that name the most bytes (result + "
                       "operands) in the dump's modules.")
@@ -605,7 +616,7 @@ def main(argv=None):
                   attention_implementation=args.attention_implementation, gpu=args.gpu,
                   gpu_python=args.gpu_python,
                   attention_probs_dropout_prob=args.attention_probs_dropout_prob,
-                  top=args.top)
+                  top=args.top, gpu_xla_flags=args.gpu_xla_flags)
   print(table(result))
   print("modules: " + ", ".join(result["modules"]))
   if "non_xla_ops" in result:

@@ -40,6 +40,14 @@ def test_targets_name_sm90_parts():
   assert "H100" in gpu_compile_deviceless.TARGETS["h100"]
 
 
+def test_the_gpu_compile_takes_the_users_xla_flags_and_keeps_its_dump(monkeypatch):
+  monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/elsewhere")  # the caller's: replaced
+  env = hlo_census.gpu_compile_env("/d", " --xla_gpu_enable_command_buffer= ")
+  assert env["XLA_FLAGS"] == ("--xla_gpu_enable_command_buffer= --xla_dump_to=/d "
+                              "--xla_dump_hlo_as_text")
+  assert hlo_census.gpu_compile_env("/d")["XLA_FLAGS"] == "--xla_dump_to=/d --xla_dump_hlo_as_text"
+
+
 def _lower(tmp_path, *args):
   path = tmp_path / "update.hlo.txt"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
