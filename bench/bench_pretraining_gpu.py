@@ -68,6 +68,8 @@ import _harness  # noqa: E402
 
 # (seq_length, max_predictions_per_seq) of the original's two pretraining phases.
 PHASES = {"1": (128, 20), "2": (512, 80)}
+# --input_ahead's values -> Trainer.input_ahead.
+INPUT_AHEAD = {"auto": None, "true": True, "false": False, "prefetch": "prefetch"}
 SQUAD_SEQ_LENGTH = 384
 # Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
 DEFAULT_BATCH = {
@@ -98,11 +100,11 @@ def define_flags():
   flags.DEFINE_list("input_ahead", ["auto"],
                     "Rows side by side: auto (the loop's default: each batch fetched and "
                     "copied one update ahead where a GPU is visible), true, false (each batch "
-                    "fetched when its update runs, as before; Trainer.input_ahead).")
+                    "fetched when its update runs, as before), prefetch (tf.data copies the "
+                    "batches to the GPU in its own thread; Trainer.input_ahead).")
   flags.register_validator("input_ahead",
-                           lambda values: all(v.lower() in ("auto", "true", "false")
-                                              for v in values),
-                           message="--input_ahead takes auto, true and/or false")
+                           lambda values: all(v.lower() in INPUT_AHEAD for v in values),
+                           message="--input_ahead takes auto, true, false and/or prefetch")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -139,8 +141,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
   phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
   ``kernel_profile``) to the result. ``distribution_strategy``: a name of
-  ``bert_tf.training.distribution.get_strategy``. ``input_ahead``: "auto", "true" or "false"
-  (``Trainer.input_ahead``: None, True, False).
+  ``bert_tf.training.distribution.get_strategy``. ``input_ahead``: "auto", "true", "false"
+  or "prefetch" (``Trainer.input_ahead``: None, True, False, "prefetch").
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -180,10 +182,9 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   trainer = loop.Trainer(strategy, bert_task, bert_model, optimizer, loop.LoopConfig(
       model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
       jit_compile=xla))
-  trainer.input_ahead = {"auto": None, "true": True, "false": False}[input_ahead]
+  trainer.input_ahead = INPUT_AHEAD[input_ahead]
   train_loop = trainer.build_train_loop()
-  iterator = iter(strategy.distribute_datasets_from_function(
-      lambda ctx: tf.data.Dataset.from_tensors(batch).repeat()))
+  iterator = trainer.make_iterator(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   n = tf.constant(steps_per_loop, tf.int32)
 
   gpu = bool(tf.config.list_physical_devices("GPU"))
@@ -210,6 +211,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
       "distribution_strategy": distribution_strategy, "input_ahead": input_ahead,
       "input_fetched_ahead": trainer._input_ahead(),  # pylint: disable=protected-access
+      "input_mode": trainer._input_mode(),  # pylint: disable=protected-access
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,

@@ -31,11 +31,13 @@ row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretrai
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
 # 1. The 1-ms host stalls (9.7 ms of a 100 ms phase-1 update on 2026-11-27): each batch fetched
-#    and copied one update ahead (the loop's default with a GPU since then) against the batch
-#    fetched when its update runs (before), one row each with a kernel profile (device events,
-#    idle stretches by length), BERT-Large phase 1 with the fused kernel, then the peer.
-row 360 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --input_ahead=false,true --profile --profile_top=12
+#    and copied one update ahead by the loop (the default with a GPU since then), and copied by
+#    tf.data's own thread (prefetch: no copy in the loop's thread, where one from pageable
+#    host memory may hold it), against the batch fetched when its update runs (before), one
+#    row each with a kernel profile (device events, idle stretches by length), BERT-Large
+#    phase 1 with the fused kernel, then the peer.
+row 450 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --input_ahead=false,true,prefetch --profile --profile_top=12
 peer large 128 128 20
 # 1b. cuDNN's dropout variant (what the original recipe's attention dropout needs), which crashed
 #    both under TensorFlow's XLA launcher and its PjRt device API (2026-11-26/27). Read in TF

@@ -148,10 +148,14 @@ def test_input_ahead_rows_and_a_bad_value():
   result = bench.measure_row("tiny", "phase1", "float32", True, input_ahead="true", **_ROW)
   assert result["input_ahead"] == "true"
   # On a CPU the whole update is not one XLA computation, so nothing is fetched ahead.
-  assert result["input_fetched_ahead"] is False
+  assert result["input_fetched_ahead"] is False and result["input_mode"] == "inline"
+  prefetch = bench.measure_row("tiny", "phase1", "float32", True, input_ahead="prefetch",
+                               **_ROW)
+  assert prefetch["input_ahead"] == "prefetch" and prefetch["input_mode"] == "inline"
+  assert prefetch["loss"] == result["loss"]
   proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
                          "--smoke", "--input_ahead=maybe"], capture_output=True, text=True,
                         check=False, timeout=120)
   assert proc.returncode != 0
-  assert "--input_ahead takes auto, true and/or false" in proc.stderr
+  assert "--input_ahead takes auto, true, false and/or prefetch" in proc.stderr
   assert "Traceback" not in proc.stderr

@@ -121,11 +121,11 @@ class Trainer:
     # Forward, backward and optimizer as one XLA computation (see _whole_update_compiles);
     # None: where it pays. Set before build_train_loop.
     self.whole_update = None
-    # Each update's batch fetched and copied to the device one update ahead (see
-    # _input_ahead); None: with a GPU, where the whole update compiles. Set before
-    # build_train_loop.
+    # How each update's batch reaches the device (see _input_mode): True: fetched and its
+    # copy queued one update ahead by the loop; "prefetch": copied by tf.data's own thread
+    # (make_iterator); False: fetched when its update runs; None: True with a GPU. Only where
+    # the whole update compiles. Set before build_train_loop and make_iterator.
     self.input_ahead = None
-    self._wire_int64 = frozenset()  # flat positions of int32 features sent as int64
 
   # === One update on one replica ===
 
@@ -166,10 +166,9 @@ class Trainer:
 
   def _update(self, features, denominators):
     """Loss, gradients and the optimizer's update of one batch (one XLA computation)."""
-    if self._wire_int64:  # int32 features that travelled as int64 (_to_wire)
-      flat = [tf.cast(t, tf.int32) if i in self._wire_int64 else t
-              for i, t in enumerate(tf.nest.flatten(features))]
-      features = tf.nest.pack_sequence_as(features, flat)
+    if self._input_mode() != "inline":  # the batch in its wire format (_to_wire)
+      features = tf.nest.map_structure(
+          lambda t: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t, features)
     loss, grads = self._gradients(features, denominators)
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
     return loss
@@ -193,31 +192,63 @@ class Trainer:
             and not any(isinstance(getattr(v, "value", v), tf.distribute.DistributedValues)
                         for v in self.model.trainable_variables))
 
-  def _input_ahead(self):
-    """Whether the loop fetches each update's batch and copies it to the device one update
-    ahead (``input_ahead``; None: where a GPU is visible), on the whole-update path only.
+  def _input_mode(self):
+    """How each update's batch reaches the device (``input_ahead``), on the whole-update path
+    only (elsewhere "inline": fetched when its update runs, as the original does):
 
-    Why: with the batch in host memory, the copy that feeds update ``i+1``'s XLA launch first
-    waits for everything already queued on the GPU (TensorFlow's host-to-device copies wait
-    for the compute stream) and the launch is issued only when the copy is done, so the GPU
-    idles between two updates while the host prepares the next launch (an H100 profile:
-    about 1.3 stalls of 1 ms or more per update, 9.7 ms of a 100 ms update; BENCHMARKS.md).
-    Fetched ahead, the copy for update ``i+1`` is queued before update ``i``'s kernels.
-    The same batches are consumed in the same order: the numbers do not change."""
+    - "ahead" (True; None where a GPU is visible): the loop fetches each update's batch and
+      queues its copy to the device one update ahead. Why: with the batch in host memory,
+      the copy that feeds update ``i+1``'s XLA launch first waits for everything already
+      queued on the GPU (TensorFlow's host-to-device copies wait for the compute stream) and
+      the launch is issued only when the copy is done, so the GPU idles between two updates
+      while the host prepares the next launch (an H100 profile: about 1.3 stalls of 1 ms or
+      more per update, 9.7 ms of a 100 ms update; BENCHMARKS.md). Fetched ahead, the copy
+      for update ``i+1`` is queued before update ``i``'s kernels.
+    - "prefetch" (opt-in): tf.data copies the batches to the device in its own thread, two
+      ahead of the loop (``make_iterator``), so no copy runs in the loop's thread at all
+      (where a copy from pageable host memory can hold the thread until the GPU catches up).
+
+    Either way the batch travels in its wire format (``_to_wire``) and the same batches are
+    consumed in the same order: the numbers do not change."""
     ahead = self.input_ahead
+    if ahead not in (None, True, False, "prefetch"):
+      raise ValueError(f"input_ahead must be None, True, False or 'prefetch', not {ahead!r}")
     if ahead is None:
       ahead = bool(tf.config.list_logical_devices("GPU"))
-    return bool(ahead) and self._compiled_update is not None
+    if not ahead or not self._whole_update_compiles():
+      return "inline"
+    return "prefetch" if ahead == "prefetch" else "ahead"
 
-  def _to_wire(self, features):
+  def _input_ahead(self):
+    """Whether the loop itself fetches each batch one update ahead (``_input_mode``)."""
+    return self._input_mode() == "ahead"
+
+  @staticmethod
+  def _to_wire(features):
     """``features`` as they travel to the device: int32 tensors as int64 (cast on the host),
-    which the compiled update casts back. TensorFlow keeps a GPU's int32 tensors in host
-    memory, so an int32 batch would be copied again at the update's launch."""
-    flat = tf.nest.flatten(features)
-    self._wire_int64 = frozenset(i for i, t in enumerate(flat) if t.dtype == tf.int32)
+    which the compiled update casts back to int32 (``_update``: every int64 feature; BERT's
+    features are ids, masks and labels, int32 as the original's input functions make them).
+    TensorFlow keeps a GPU's int32 tensors in host memory, so an int32 batch would be copied
+    again at the update's launch."""
     with tf.device("/cpu:0"):
-      flat = [tf.cast(t, tf.int64) if i in self._wire_int64 else t for i, t in enumerate(flat)]
-    return tf.nest.pack_sequence_as(features, flat)
+      return tf.nest.map_structure(
+          lambda t: tf.cast(t, tf.int64) if t.dtype == tf.int32 else t, features)
+
+  def make_iterator(self, dataset_fn):
+    """The iterator the train loop takes: over
+    ``strategy.distribute_datasets_from_function(dataset_fn)``; with ``input_ahead`` =
+    "prefetch" (``_input_mode``), over ``dataset_fn``'s batches in their wire format, copied
+    to the device by ``tf.data.experimental.prefetch_to_device`` two batches ahead (one
+    replica: the default or a one-device strategy)."""
+    if self._input_mode() != "prefetch":
+      return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+    gpus = tf.config.list_logical_devices("GPU")
+    device = gpus[0].name if gpus else "/cpu:0"
+    dataset = dataset_fn(tf.distribute.InputContext())
+    dataset = dataset.map(lambda *batch: self._to_wire(batch[0] if len(batch) == 1 else batch))
+    dataset = dataset.apply(tf.data.experimental.prefetch_to_device(device, buffer_size=2))
+    with tf.device(device):
+      return iter(dataset)
 
   def build_train_loop(self):
     """A tf.function running ``n`` updates in-graph: ``loop(iterator, n) -> mean loss``."""
@@ -242,7 +273,6 @@ class Trainer:
     # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
     # iterations do not advance); its loss does not count. Other optimizers apply every one.
     may_skip = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-    self._wire_int64 = frozenset()
     ahead = self._input_ahead()
     gpus = tf.config.list_logical_devices("GPU")
 
@@ -382,7 +412,7 @@ class Trainer:
         dataset = dataset.skip(step * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
       return dataset
 
-    iterator = iter(self.strategy.distribute_datasets_from_function(resumed_dataset_fn))
+    iterator = self.make_iterator(resumed_dataset_fn)
     train_loop = self._train_loop or self.build_train_loop()
     step = int(self.optimizer.iterations.numpy())
     start_step, start_time = step, time.time()

@@ -116,8 +116,41 @@ def test_the_update_takes_the_batch_fetched_by_the_previous_iteration(tmp_path):
 
 def test_inline_loop_is_unchanged_without_a_gpu(tmp_path):
   trainer, _, _, _, _ = _train(tmp_path, input_ahead=None, steps=1, steps_per_loop=1)
-  assert not trainer._input_ahead()  # pylint: disable=protected-access
-  assert not trainer._wire_int64  # pylint: disable=protected-access
+  assert trainer._input_mode() == "inline"  # pylint: disable=protected-access
+  # The batch goes to the update as it comes: int32, no wire format.
+  body = _body_graph(trainer)
+  update, = [op for op in body.get_operations()
+             if op.type in ("StatefulPartitionedCall", "PartitionedCall")
+             and "update" in op.get_attr("f").name]
+  feature_inputs = [t for t in update.inputs if t.dtype in (tf.int32, tf.int64)]
+  assert feature_inputs and all(t.dtype == tf.int32 for t in feature_inputs)
+
+
+def test_prefetched_by_tf_data_trains_the_same_numbers(tmp_path):
+  """input_ahead="prefetch": tf.data copies the batches (in their wire format) to the device
+  ahead of the loop (here the CPU; a GPU where there is one)."""
+  trainer, model, optimizer, result, _ = _train(tmp_path / "prefetch", input_ahead="prefetch")
+  assert trainer._input_mode() == "prefetch"  # pylint: disable=protected-access
+  _, inline_model, inline_optimizer, inline_result, _ = _train(tmp_path / "inline",
+                                                               input_ahead=False)
+  # 7 batches, not repeated: a batch lost or fetched twice would change the weights or end
+  # the input early (the prefetch buffer runs two batches ahead of the loop).
+  assert int(optimizer.iterations.numpy()) == int(inline_optimizer.iterations.numpy()) == 7
+  assert result["loss"] == inline_result["loss"]
+  for var, inline_var in zip(model.trainable_variables, inline_model.trainable_variables):
+    np.testing.assert_array_equal(var.numpy(), inline_var.numpy(), err_msg=var.path)
+  # The loop takes the batch as tf.data delivers it: int64 ids, cast back inside the update.
+  iterator = trainer.make_iterator(_dataset_fn)
+  batch = next(iterator)
+  assert batch["input_ids"].dtype == tf.int64 and batch["masked_lm_weights"].dtype == tf.float32
+  np.testing.assert_array_equal(batch["input_ids"].numpy(), _examples()["input_ids"][:BATCH])
+
+
+def test_input_ahead_takes_only_its_values(tmp_path):
+  trainer, _, _, _, _ = _train(tmp_path, input_ahead=True, steps=1, steps_per_loop=1)
+  trainer.input_ahead = "yes"
+  with pytest.raises(ValueError, match="input_ahead must be"):
+    trainer._input_mode()  # pylint: disable=protected-access
 
 
 def test_zero_updates_is_refused_before_a_batch_is_fetched(tmp_path):
