@@ -41,9 +41,9 @@ def recomputed_under_xla(fn, x, bias=None):
   more than the input alone (128 MB per layer of BERT-Large at 16,384 tokens); the backward
   pass recomputes the tanh in the kernel that needs it (BENCHMARKS.md, "The GELU's tanh").
   With ``bias`` (the intermediate dense layer's) the backward pass also recomputes the bias
-  add from the GEMM's output, which the update keeps anyway, so the forward kernel writes the
-  activation only, not its input as well: one ``[B*S, intermediate]`` tensor less written
-  per layer (BENCHMARKS.md, "The bias add recomputed too").
+  add, from the GEMM's output (kept in place of the sum: the same size), so the forward
+  kernel writes the activation only, not its input as well: one ``[B*S, intermediate]``
+  tensor less written per layer (BENCHMARKS.md, "The bias add recomputed too").
   Outside XLA (eager, a plain ``tf.function``) and where no GPU is visible this is
   ``fn(x + bias)``: on a CPU the recomputation costs ~4% of a training step under XLA (BERT
   with 4 layers, hidden 256) and memory is rarely what limits it.
