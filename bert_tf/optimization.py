@@ -56,7 +56,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.modeling.fused_attention import in_xla_computation
+from bert_tf.modeling.placement import in_xla_computation
 
 # The original's hyperparameters (optimization.py, create_optimizer); flags import these.
 DEFAULT_WEIGHT_DECAY_RATE = 0.01

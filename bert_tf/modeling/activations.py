@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.modeling.placement import gpu_visible, in_xla_computation
 
 
 def gelu(x):
@@ -16,17 +17,6 @@ def gelu(x):
 def gelu_exact(x):
   """The exact GELU, x * Phi(x) with the erf form (Hugging Face's ``"gelu"``)."""
   return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
-
-
-_GPU = None
-
-
-def gpu_visible():
-  """Whether this process sees a GPU (cached)."""
-  global _GPU  # pylint: disable=global-statement
-  if _GPU is None:
-    _GPU = bool(tf.config.list_physical_devices("GPU"))
-  return _GPU
 
 
 def recomputed_under_xla(fn, x, bias=None):
@@ -48,16 +38,13 @@ def recomputed_under_xla(fn, x, bias=None):
   ``fn(x + bias)``: on a CPU the recomputation costs ~4% of a training step under XLA (BERT
   with 4 layers, hidden 256) and memory is rarely what limits it.
   """
-  # pylint: disable=import-outside-toplevel
-  from bert_tf.modeling import fused_attention
-
   def forward(x, *bias):
     return fn(tf.nn.bias_add(x, bias[0]) if bias else x)
 
   inputs = (x,) if bias is None else (x, bias)
-  if not (gpu_visible() and fused_attention.in_xla_computation()):
+  if not (gpu_visible() and in_xla_computation()):
     return forward(*inputs)
-  from tensorflow.compiler.tf2xla.python import xla
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
   # The backward pass is traced outside this name scope; it re-enters it under
   # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
   scope = tf.get_current_name_scope()

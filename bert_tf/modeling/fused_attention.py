@@ -58,6 +58,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.modeling.config import ATTENTION_IMPLEMENTATIONS as IMPLEMENTATIONS
+from bert_tf.modeling.placement import in_xla_computation
 
 _FORWARD = "__cudnn$fmhaSoftmax"
 _BACKWARD = "__cudnn$fmhaSoftmaxBackward"
@@ -339,16 +340,6 @@ def gpu_supports_fused_attention():
         ok = True
     _GPU_OK = ok
   return _GPU_OK
-
-
-def in_xla_computation():
-  """Whether the op being traced is part of an XLA computation (inside a
-  ``tf.function(jit_compile=True)``, at any depth of nesting)."""
-  from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
-  from tensorflow.python.ops import control_flow_util  # pylint: disable=import-outside-toplevel
-  if tf.executing_eagerly():
-    return False
-  return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
 
 
 def fused_unavailable(implementation, *, dtype, head_size, dropout_rate, shapes_static=True,

@@ -28,7 +28,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.modeling import fused_attention
-from bert_tf.modeling.activations import get_activation, gpu_visible, recomputed_under_xla
+from bert_tf.modeling.activations import get_activation, recomputed_under_xla
+from bert_tf.modeling.placement import gpu_visible, in_xla_computation
 from bert_tf.modeling.config import BertConfig
 
 _PACKAGE = "bert_tf"
@@ -77,7 +78,7 @@ def shared_unit_operand(weight):
   casts"). Elsewhere (no XLA, no GPU) this is ``weight``.
   """
   if (weight.dtype not in (tf.bfloat16, tf.float16)
-      or not (gpu_visible() and fused_attention.in_xla_computation())):
+      or not (gpu_visible() and in_xla_computation())):
     return weight  # a float32 weight has no cast to fuse: the product would be a kernel more
   # pylint: disable=import-outside-toplevel
   from tensorflow.compiler.tf2xla.python import xla
@@ -344,7 +345,7 @@ def softmax_dropout(scores, adder, scale, rate, seed, dtype):
   """
   dtype = tf.as_dtype(dtype)
   keep_scale = 1.0 / (1.0 - rate)
-  barrier = fused_attention.in_xla_computation()
+  barrier = in_xla_computation()
   # The backward pass is traced outside this name scope; it re-enters it under
   # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
   scope = tf.get_current_name_scope()

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf import run_lock
 from bert_tf.modeling import BertPretrainer
-from bert_tf.modeling.fused_attention import in_xla_computation
+from bert_tf.modeling.placement import in_xla_computation
 
 MASKED_LM_EPSILON = 1e-5
 

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig, BertModel, activations, layers
+from bert_tf.modeling import BertConfig, BertModel, activations, layers, placement
 from tests.modeling.padded_update import padded_update
 from tests.reference import google_models
 
 @pytest.fixture(autouse=True)
 def fake_gpu(monkeypatch):
   # The recomputation runs where a GPU is visible; nothing here needs one to run.
-  monkeypatch.setattr(activations, "_GPU", True)
+  monkeypatch.setattr(placement, "_GPU", True)
 
 
 FUNCTIONS = {"gelu": activations.gelu, "gelu_exact": activations.gelu_exact,
@@ -135,7 +135,7 @@ def test_bert_update_matches_autodiff_and_recomputes_the_tanh():
 
 
 def test_without_a_gpu_the_gradient_is_autodiffs(monkeypatch):
-  monkeypatch.setattr(activations, "_GPU", False)
+  monkeypatch.setattr(placement, "_GPU", False)
   x, dy = _inputs(tf.bfloat16)
   got = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=True)
   want = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=False)

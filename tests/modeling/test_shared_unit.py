@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf.modeling import BertConfig, BertModel, activations, layers
+from bert_tf.modeling import BertConfig, BertModel, layers, placement
 from tests.modeling.padded_update import padded_update
 from tests.reference import google_models
 
@@ -18,7 +18,7 @@ from tests.reference import google_models
 @pytest.fixture(autouse=True)
 def fake_gpu(monkeypatch):
   # It applies where a GPU is visible; nothing here needs one to run.
-  monkeypatch.setattr(activations, "_GPU", True)
+  monkeypatch.setattr(placement, "_GPU", True)
 
 
 def _update(dtype, shared=True, monkeypatch=None):
@@ -52,6 +52,6 @@ def test_bert_update_is_unchanged_and_each_width_shares_one_unit(dtype, monkeypa
 
 
 def test_without_a_gpu_the_weights_are_untouched(monkeypatch):
-  monkeypatch.setattr(activations, "_GPU", False)
+  monkeypatch.setattr(placement, "_GPU", False)
   _, hlo = _update("mixed_bfloat16")
   assert not _unit_barriers(hlo)
