@@ -8,7 +8,7 @@
 # with the answers that decide the next change: the input fetched ahead against inline (the
 # 1-ms host stalls of the H100 profile of 2026-11-27), whether cuDNN's dropout variant runs
 # with CUDA graphs off under either launcher, the fused kernel on the [B,S,N,D] layout
-# (checked, then timed), then phase 2 and BERT-Base against the peer, then the A/B against
+# (timed, then checked), then phase 2 and BERT-Base against the peer, then the A/B against
 # the tree before the CPU-side changes of 2026-11-26/27 (carry .gpu/before), then the checks
 # that wait for a longer session.
 set -u
