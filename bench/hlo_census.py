@@ -592,7 +592,8 @@ def main(argv=None):
                       help="A Python with jax[cuda12], for --gpu.")
   parser.add_argument("--gpu_xla_flags", default="",
                       help="XLA flags of the --gpu compile (as XLA_FLAGS would hold them on "
-                      "the GPU), e.g. --xla_gpu_enable_triton_softmax_fusion=true.")
+                      "the GPU), e.g. --xla_gpu_enable_command_buffer= (an unknown flag stops the "
+                      "compile).")
   parser.add_argument("--top", type=int, default=0,
                       help="Also list the N kernels that name the most bytes (result + "
                       "operands) in the dump's modules.")
