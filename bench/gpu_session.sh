@@ -30,15 +30,7 @@ peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
-# 1. The 1-ms host stalls (9.7 ms of a 100 ms phase-1 update on 2026-11-27): each batch fetched
-#    and copied one update ahead by the loop (the default with a GPU since then), and copied by
-#    tf.data's own thread (prefetch: no copy in the loop's thread, where one from pageable
-#    host memory may hold it), against the batch fetched when its update runs (before), one
-#    row each with a kernel profile (device events, idle stretches by length), BERT-Large
-#    phase 1 with the fused kernel.
-row 450 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --input_ahead=false,true,prefetch --profile --profile_top=12
-# 1b. cuDNN's dropout variant (what the original recipe's attention dropout needs), which crashed
+# 1b (first: about 20 s each). cuDNN's dropout variant (what the original recipe's attention dropout needs), which crashed
 #    both under TensorFlow's XLA launcher and its PjRt device API (2026-11-26/27). Read in TF
 #    2.21's XLA (BENCHMARKS.md, "Why the dropout variant crashes"): TF's launcher leaves the run
 #    options' local_device_count at 0, so the cuDNN thunk's per-device dropout offsets are an
@@ -50,14 +42,21 @@ part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
 part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
   TF_XLA_FLAGS="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true" \
   python3 /tmp/base/fmha_dropout_probe2.py padding
+# 1. The 1-ms host stalls (9.7 ms of a 100 ms phase-1 update on 2026-11-27): each batch fetched
+#    and copied one update ahead by the loop (the default with a GPU since then), and copied by
+#    tf.data's own thread (prefetch: no copy in the loop's thread, where one from pageable
+#    host memory may hold it), against the batch fetched when its update runs (before), one
+#    row each with a kernel profile (device events, idle stretches by length), BERT-Large
+#    phase 1 with the fused kernel; the default first, so that a cut row leaves it, then the peer.
+row 330 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --input_ahead=true,prefetch,false --profile --profile_top=12
+peer large 128 128 20
 # 1c. The fused kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh, experimental: no
 #    layout copy around the kernel; XLA's deviceless compile: 5 -> 0 transposes per layer):
-#    its row (the 11.3 ms of transposes per update gone or not), the peer of the phase-1 rows,
-#    then its loss and gradients (and those of `cudnn`, what `auto` takes: the check of
+#    its row (the 11.3 ms of transposes per update gone or not), then its loss and gradients (and those of `cudnn`, what `auto` takes: the check of
 #    2026-11-26 stopped at the key biases) against the plain path inside BERT-Large.
 row 240 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
-peer large 128 128 20
 part 300 python3 bench/check_fused_attention.py --fused=cudnn,cudnn_btnh
 # 2. Phase 2 with the fused kernel (attention dropout 0) and with the original recipe (`xla`;
 #    did not finish in 150 s on 2026-11-27), and BERT-Base phase 1, each against the peer.
