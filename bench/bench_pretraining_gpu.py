@@ -68,8 +68,8 @@ import _harness  # noqa: E402
 
 # (seq_length, max_predictions_per_seq) of the original's two pretraining phases.
 PHASES = {"1": (128, 20), "2": (512, 80)}
-# --input_ahead's values -> Trainer.input_ahead.
-INPUT_AHEAD = {"auto": None, "true": True, "false": False, "prefetch": "prefetch"}
+# --prefetch_to_device's values -> Trainer.prefetch_to_device.
+PREFETCH = {"auto": None, "true": True, "false": False}
 SQUAD_SEQ_LENGTH = 384
 # Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
 DEFAULT_BATCH = {
@@ -97,14 +97,14 @@ def define_flags():
                     "(run_pretraining.py's default; the batch is copied to the GPU inside the "
                     "loop, one copy per update) and/or one_device (OneDeviceStrategy fetches "
                     "the input to the GPU ahead of the loop).")
-  flags.DEFINE_list("input_ahead", ["auto"],
-                    "Rows side by side: auto (the loop's default: each batch fetched and "
-                    "copied one update ahead where a GPU is visible), true, false (each batch "
-                    "fetched when its update runs, as before), prefetch (tf.data copies the "
-                    "batches to the GPU in its own thread; Trainer.input_ahead).")
-  flags.register_validator("input_ahead",
-                           lambda values: all(v.lower() in INPUT_AHEAD for v in values),
-                           message="--input_ahead takes auto, true, false and/or prefetch")
+  flags.DEFINE_list("prefetch_to_device", ["auto"],
+                    "Rows side by side: auto (the loop's default: off), true (tf.data copies "
+                    "the batches to the GPU in its own thread, two ahead of the loop), false "
+                    "(each update takes its batch from the host as it comes; "
+                    "Trainer.prefetch_to_device).")
+  flags.register_validator("prefetch_to_device",
+                           lambda values: all(v.lower() in PREFETCH for v in values),
+                           message="--prefetch_to_device takes auto, true and/or false")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -135,14 +135,14 @@ FLAGS = flags.FLAGS
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
                 num_predictions=None, profile=False, profile_top=30,
                 attention_implementation="auto", attention_probs_dropout_prob=None,
-                distribution_strategy="default", input_ahead="auto"):
+                distribution_strategy="default", prefetch_to_device="auto"):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
   phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
   ``kernel_profile``) to the result. ``distribution_strategy``: a name of
-  ``bert_tf.training.distribution.get_strategy``. ``input_ahead``: "auto", "true", "false"
-  or "prefetch" (``Trainer.input_ahead``: None, True, False, "prefetch").
+  ``bert_tf.training.distribution.get_strategy``. ``prefetch_to_device``: "auto", "true" or
+  "false" (``Trainer.prefetch_to_device``: None, True, False).
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -182,7 +182,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   trainer = loop.Trainer(strategy, bert_task, bert_model, optimizer, loop.LoopConfig(
       model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
       jit_compile=xla))
-  trainer.input_ahead = INPUT_AHEAD[input_ahead]
+  trainer.prefetch_to_device = PREFETCH[prefetch_to_device]
   train_loop = trainer.build_train_loop()
   iterator = trainer.make_iterator(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   n = tf.constant(steps_per_loop, tf.int32)
@@ -209,9 +209,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "model": model, "task": task, "dtype": dtype, "xla": xla, "batch_size": batch_size,
       "attention_implementation": attention_implementation,
       "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-      "distribution_strategy": distribution_strategy, "input_ahead": input_ahead,
-      "input_fetched_ahead": trainer._input_ahead(),  # pylint: disable=protected-access
-      "input_mode": trainer._input_mode(),  # pylint: disable=protected-access
+      "distribution_strategy": distribution_strategy, "prefetch_to_device": prefetch_to_device,
+      "prefetched": trainer._prefetches(),  # pylint: disable=protected-access
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
@@ -401,12 +400,12 @@ def _rows():
   for model in models:
     for task in tasks:
       for dtype in dtypes:
-        for xla, attention, strategy, ahead in itertools.product(
+        for xla, attention, strategy, prefetch in itertools.product(
             xlas, FLAGS.attention_implementations, FLAGS.distribution_strategies,
-            [a.lower() for a in FLAGS.input_ahead]):
+            [a.lower() for a in FLAGS.prefetch_to_device]):
           row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
                  "attention_implementation": attention, "distribution_strategy": strategy,
-                 "input_ahead": ahead,
+                 "prefetch_to_device": prefetch,
                  "attention_probs_dropout_prob": FLAGS.attention_probs_dropout_prob,
                  "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
                  "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
@@ -459,8 +458,8 @@ def _format(result):
     name += f" attention={result['attention_implementation']}"
   if result.get("distribution_strategy", "default") != "default":
     name += f" strategy={result['distribution_strategy']}"
-  if result.get("input_ahead", "auto") != "auto":
-    name += f" input_ahead={result['input_ahead']}"
+  if result.get("prefetch_to_device", "auto") != "auto":
+    name += f" prefetch_to_device={result['prefetch_to_device']}"
   if result.get("xla_flags"):
     name += f" XLA_FLAGS+={result['xla_flags']}"
   if result.get("failed") or result.get("oom"):

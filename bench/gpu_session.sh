@@ -4,59 +4,58 @@
 # One call runs at most 600 s; with device time left, call it again on the warm machine: it
 # goes on from the part the last call cut (see part()).
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
-# most needed first, so that one session's device time (about 10 minutes after the carry) ends
-# with the answers that decide the next change: the input fetched ahead against inline (the
-# 1-ms host stalls of the H100 profile of 2026-11-27), whether cuDNN's dropout variant runs
-# with CUDA graphs off under either launcher, the fused kernel on the [B,S,N,D] layout
-# (timed, then checked), then phase 2 and BERT-Base against the peer, then the A/B against
-# the tree before the CPU-side changes of 2026-11-26/27 (carry .gpu/before), then the checks
-# that wait for a longer session.
+# most needed first, so that one session's device time (about 10 minutes after the carry; a
+# BERT-Large row spent 186 s before its first update on 2026-11-27) ends with the answers that
+# decide the next change: today's default against the two candidate fixes in one row (the
+# batches prefetched to the GPU by tf.data, for the host stalls; the fused kernel on the
+# [B,S,N,D] layout, for the transposes: the profile tells the two apart), the peer, a cheap
+# check of that kernel's gradients, then phase 2 and BERT-Base against the peer, then the
+# checks that wait for a longer session. XLA's autotuning results go back as
+# $OUT/gpu_session/autotune.tgz after every part: keep it as .gpu/autotune.tgz here and carry
+# it the next time (restored below), so that rows skip what an earlier session tuned.
 set -u
 source /tmp/base/tf_env.sh
 # XLA's autotuning results kept on disk: a later row's identical fusions (the same GEMMs in
 # every BERT-Large row) skip it. The 2026-11-27 phase-1 row spent 146 s before its first update.
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_per_fusion_autotune_cache_dir=/tmp/xla_autotune"
-D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D"; L=$D/log.txt
+D=${OUT:-/tmp/out}/gpu_session; mkdir -p "$D" /tmp/xla_autotune; L=$D/log.txt
+if [ -f .gpu/autotune.tgz ] && [ ! -e /tmp/xla_autotune/.restored ]; then
+  tar -xzf .gpu/autotune.tgz -C /tmp/xla_autotune && touch /tmp/xla_autotune/.restored
+  echo "autotune cache restored: $(ls /tmp/xla_autotune | wc -l) entries" >> "$L"; fi
+save_autotune() { tar -czf "$D/autotune.tgz.part" -C /tmp/xla_autotune . \
+  && mv "$D/autotune.tgz.part" "$D/autotune.tgz"; }
 # A part that has ended (any exit) is not run again by a later call on the same machine: when
 # one call's 600 s run out, the next `bash bench/gpu_session.sh` goes on from the part it cut.
 part() { local t=$1; shift; local done=/tmp/gpu_session_done/$(echo "$*" | md5sum | cut -c1-16)
   if [ -e "$done" ]; then echo "=== done before: $*" | tee -a "$L"; return; fi
   echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"
-  mkdir -p /tmp/gpu_session_done && touch "$done"; }
+  mkdir -p /tmp/gpu_session_done && touch "$done"; save_autotune; }
 peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
   --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20; }
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
-# 1b (first: about 20 s each). cuDNN's dropout variant (what the original recipe's attention dropout needs), which crashed
-#    both under TensorFlow's XLA launcher and its PjRt device API (2026-11-26/27). Read in TF
-#    2.21's XLA (BENCHMARKS.md, "Why the dropout variant crashes"): TF's launcher leaves the run
-#    options' local_device_count at 0, so the cuDNN thunk's per-device dropout offsets are an
-#    empty vector the first call writes through; PjRt sets the count. CUDA graphs (XLA's command
-#    buffers, cuDNN calls among their defaults) can capture the call too. Both launchers with
-#    command buffers off: the one that runs is what a user of `cudnn_dropout` needs.
-part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
-  python3 /tmp/base/fmha_dropout_probe2.py padding
-part 45 env XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=" \
-  TF_XLA_FLAGS="--tf_xla_use_device_api=true --tf_xla_enable_device_api_for_gpu=true" \
-  python3 /tmp/base/fmha_dropout_probe2.py padding
-# 1. The 1-ms host stalls (9.7 ms of a 100 ms phase-1 update on 2026-11-27): each batch fetched
-#    and copied one update ahead by the loop (the default with a GPU since then), and copied by
-#    tf.data's own thread (prefetch: no copy in the loop's thread, where one from pageable
-#    host memory may hold it), against the batch fetched when its update runs (before), one
-#    row each with a kernel profile (device events, idle stretches by length), BERT-Large
-#    phase 1 with the fused kernel; the default first, so that a cut row leaves it, then the peer.
-row 330 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --input_ahead=true,prefetch,false --profile --profile_top=12
-peer large 128 128 20
-# 1c. The fused kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh, experimental: no
-#    layout copy around the kernel; XLA's deviceless compile: 5 -> 0 transposes per layer):
-#    its row (the 11.3 ms of transposes per update gone or not), then its loss and gradients (and those of `cudnn`, what `auto` takes: the check of
-#    2026-11-26 stopped at the key biases) against the plain path inside BERT-Large.
-row 240 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+# 1. BERT-Large phase 1 (fused attention, attention dropout 0) as main trains it today (the
+#    batch copied from the host at each update's launch: 1,312.6 seq/s on 2026-11-27 at
+#    0e98937, host stalls of 9.7 ms per update), then with both candidate fixes: the batches
+#    prefetched to the GPU by tf.data's own thread (Trainer.prefetch_to_device; the in-loop
+#    fetch-ahead tried first measured 1,210 seq/s, idle 19.8 ms, and is gone) and the fused
+#    kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
+#    deviceless compile; 11.3 ms of transposes per update on the GPU). The profiles part the
+#    effects: idle stretches (prefetch) and transpose time (btnh). Then the peer of both rows.
+row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
+row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+  --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
+peer large 128 128 20
+# 1b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
+#    size 64, as BERT-Large's), padded batch: cheap; part 1c does BERT-Large.
+part 120 python3 bench/check_fused_attention.py --model=small --fused=cudnn,cudnn_btnh
+# 1c. Each candidate alone, where part 1 moved.
+row 260 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
 part 300 python3 bench/check_fused_attention.py --fused=cudnn,cudnn_btnh
 # 2. Phase 2 with the fused kernel (attention dropout 0) and with the original recipe (`xla`;
 #    did not finish in 150 s on 2026-11-27), and BERT-Base phase 1, each against the peer.
@@ -66,16 +65,7 @@ row 240 . --models=large --phases=2 --attention_implementations=xla
 peer large 32 512 80
 row 180 . --models=base --phases=1 --attention_implementations=auto
 peer base 256 128 20
-# 3. The A/B: the tree before the model changes of 2026-11-26 (the 2-D hidden stream, the GELU
-#    recomputed in the backward pass) and of 2026-11-27 (the grouped global norm, the updates'
-#    shared coefficients, the weights' casts: 2,296 -> 1,333 kernels per phase-1 update on the
-#    deviceless compile), carried as .gpu/before (made here with:
-#    mkdir -p .gpu/before && git archive c539d8c bert_tf bench | tar -x -C .gpu/before).
-if [ -d .gpu/before/bench ]; then
-  row 150 .gpu/before --models=large --phases=1 --attention_implementations=auto \
-    --attention_probs_dropout_prob=0
-  row 150 .gpu/before --models=large --phases=2 --attention_implementations=xla; fi
-# 3b. The fused paths' gradients inside BERT-Large at phase 2's shape (part 1c did phase 1's).
+# 3. The fused paths' gradients inside BERT-Large at phase 2's shape (part 1c did phase 1's).
 part 300 python3 bench/check_fused_attention.py --seq=512 --batch=8 --fused=cudnn,cudnn_btnh
 # 4. The original recipe (attention dropout 0.1) in phase 2: separate softmax/dropout passes
 #    (xla) against the recomputing gradient (xla_recompute): time and memory.
@@ -90,7 +80,8 @@ part 240 python3 bench/bench_pretraining_gpu.py --models=large --phases=2 --squa
 part 200 python3 bench/bench_pretraining_gpu.py --models=large --phases=1 --squad=false \
   --dtypes=bfloat16 --xla=true --attention_implementations=auto --attention_probs_dropout_prob=0 \
   --steps_per_loop=10 --loops=2 --profile --xla_flags=--xla_gpu_enable_cublaslt=true
-# 6. A native backtrace of the dropout variant under TF's own launcher, where gdb exists.
+# 6. A native backtrace of the dropout variant under TF's own launcher, where gdb exists (it
+#    segfaults with command buffers off too, under both launchers: 2026-11-27).
 if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args python3 \
   /tmp/base/fmha_dropout_probe2.py padding; fi
 grep -h "phase\|PASS\|FAIL\|^RESULT\|works\|^=== exit" "$L" | cut -c1-400

@@ -140,22 +140,24 @@ def test_one_device_strategy_trains_the_same_numbers(phase1_default):
   assert one_device["loss"] == phase1_default["loss"]
 
 
-def test_input_ahead_rows_and_a_bad_value():
-  """A row run with --input_ahead=true records it; a bad value is a one-line flag error."""
+def test_prefetch_rows_and_a_bad_value():
+  """A row run with --prefetch_to_device=true records it; a bad value is a one-line flag
+  error."""
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
   bench = _load_bench()
-  result = bench.measure_row("tiny", "phase1", "float32", True, input_ahead="true", **_ROW)
-  assert result["input_ahead"] == "true"
-  # On a CPU the whole update is not one XLA computation, so nothing is fetched ahead.
-  assert result["input_fetched_ahead"] is False and result["input_mode"] == "inline"
-  prefetch = bench.measure_row("tiny", "phase1", "float32", True, input_ahead="prefetch",
-                               **_ROW)
-  assert prefetch["input_ahead"] == "prefetch" and prefetch["input_mode"] == "inline"
-  assert prefetch["loss"] == result["loss"]
+  result = bench.measure_row("tiny", "phase1", "float32", True, prefetch_to_device="true",
+                             **_ROW)
+  assert result["prefetch_to_device"] == "true"
+  # On a CPU the whole update is not one XLA computation, so nothing is prefetched.
+  assert result["prefetched"] is False
+  inline = bench.measure_row("tiny", "phase1", "float32", True, prefetch_to_device="false",
+                             **_ROW)
+  assert inline["prefetch_to_device"] == "false" and inline["prefetched"] is False
+  assert inline["loss"] == result["loss"]
   proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--input_ahead=maybe"], capture_output=True, text=True,
-                        check=False, timeout=120)
+                         "--smoke", "--prefetch_to_device=prefetch"], capture_output=True,
+                        text=True, check=False, timeout=120)
   assert proc.returncode != 0
-  assert "--input_ahead takes auto, true, false and/or prefetch" in proc.stderr
+  assert "--prefetch_to_device takes auto, true and/or false" in proc.stderr
   assert "Traceback" not in proc.stderr

@@ -121,11 +121,11 @@ class Trainer:
     # Forward, backward and optimizer as one XLA computation (see _whole_update_compiles);
     # None: where it pays. Set before build_train_loop.
     self.whole_update = None
-    # How each update's batch reaches the device (see _input_mode): True: fetched and its
-    # copy queued one update ahead by the loop; "prefetch": copied by tf.data's own thread
-    # (make_iterator); False: fetched when its update runs; None: True with a GPU. Only where
-    # the whole update compiles. Set before build_train_loop and make_iterator.
-    self.input_ahead = None
+    # Whether tf.data copies the batches to the device ahead of the loop (see _prefetches):
+    # None (the default): no, each update takes its batch as it comes (the faster of the two
+    # ways measured so far, BENCHMARKS.md); True: yes, where the whole update compiles. Set
+    # before build_train_loop and make_iterator.
+    self.prefetch_to_device = None
 
   # === One update on one replica ===
 
@@ -166,7 +166,7 @@ class Trainer:
 
   def _update(self, features, denominators):
     """Loss, gradients and the optimizer's update of one batch (one XLA computation)."""
-    if self._input_mode() != "inline":  # the batch in its wire format (_to_wire)
+    if self._prefetches():  # the batch in its wire format (_to_wire)
       features = tf.nest.map_structure(
           lambda t: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t, features)
     loss, grads = self._gradients(features, denominators)
@@ -192,36 +192,24 @@ class Trainer:
             and not any(isinstance(getattr(v, "value", v), tf.distribute.DistributedValues)
                         for v in self.model.trainable_variables))
 
-  def _input_mode(self):
-    """How each update's batch reaches the device (``input_ahead``), on the whole-update path
-    only (elsewhere "inline": fetched when its update runs, as the original does):
+  def _prefetches(self):
+    """Whether tf.data copies each batch to the device in its own thread, two batches ahead of
+    the loop (``prefetch_to_device``; ``make_iterator``), on the whole-update path only.
 
-    - "ahead" (True; None where a GPU is visible): the loop fetches each update's batch and
-      queues its copy to the device one update ahead. Why: with the batch in host memory,
-      the copy that feeds update ``i+1``'s XLA launch first waits for everything already
-      queued on the GPU (TensorFlow's host-to-device copies wait for the compute stream) and
-      the launch is issued only when the copy is done, so the GPU idles between two updates
-      while the host prepares the next launch (an H100 profile: about 1.3 stalls of 1 ms or
-      more per update, 9.7 ms of a 100 ms update; BENCHMARKS.md). Fetched ahead, the copy
-      for update ``i+1`` is queued before update ``i``'s kernels.
-    - "prefetch" (opt-in): tf.data copies the batches to the device in its own thread, two
-      ahead of the loop (``make_iterator``), so no copy runs in the loop's thread at all
-      (where a copy from pageable host memory can hold the thread until the GPU catches up).
+    Why it may pay: with the batch in host memory, the copy that feeds update ``i+1``'s XLA
+    launch first waits for everything already queued on the GPU (TensorFlow's host-to-device
+    copies wait for the compute stream, and the launch follows the copy's completion), so the
+    GPU idles while the host prepares each launch (an H100 profile: about 7.5 ms of host stall
+    per 100 ms update; BENCHMARKS.md). Copied in tf.data's thread, the waits fall outside the
+    loop's. Not measured on a GPU yet, so off by default. A fetch one update ahead inside the
+    loop, the first try at this, measured slower (BENCHMARKS.md) and is gone.
 
-    Either way the batch travels in its wire format (``_to_wire``) and the same batches are
-    consumed in the same order: the numbers do not change."""
-    ahead = self.input_ahead
-    if ahead not in (None, True, False, "prefetch"):
-      raise ValueError(f"input_ahead must be None, True, False or 'prefetch', not {ahead!r}")
-    if ahead is None:
-      ahead = bool(tf.config.list_logical_devices("GPU"))
-    if not ahead or not self._whole_update_compiles():
-      return "inline"
-    return "prefetch" if ahead == "prefetch" else "ahead"
-
-  def _input_ahead(self):
-    """Whether the loop itself fetches each batch one update ahead (``_input_mode``)."""
-    return self._input_mode() == "ahead"
+    The batch travels in its wire format (``_to_wire``) and the same batches are consumed in
+    the same order: the numbers do not change."""
+    prefetch = self.prefetch_to_device
+    if prefetch not in (None, True, False):
+      raise ValueError(f"prefetch_to_device must be None, True or False, not {prefetch!r}")
+    return bool(prefetch) and self._whole_update_compiles()
 
   @staticmethod
   def _to_wire(features):
@@ -236,11 +224,11 @@ class Trainer:
 
   def make_iterator(self, dataset_fn):
     """The iterator the train loop takes: over
-    ``strategy.distribute_datasets_from_function(dataset_fn)``; with ``input_ahead`` =
-    "prefetch" (``_input_mode``), over ``dataset_fn``'s batches in their wire format, copied
+    ``strategy.distribute_datasets_from_function(dataset_fn)``; with ``prefetch_to_device``
+    (``_prefetches``), over ``dataset_fn``'s batches in their wire format, copied
     to the device by ``tf.data.experimental.prefetch_to_device`` two batches ahead (one
     replica: the default or a one-device strategy)."""
-    if self._input_mode() != "prefetch":
+    if not self._prefetches():
       return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
     gpus = tf.config.list_logical_devices("GPU")
     device = gpus[0].name if gpus else "/cpu:0"
@@ -273,12 +261,6 @@ class Trainer:
     # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
     # iterations do not advance); its loss does not count. Other optimizers apply every one.
     may_skip = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-    ahead = self._input_ahead()
-    gpus = tf.config.list_logical_devices("GPU")
-
-    def on_device(features):
-      with tf.device(gpus[0].name if gpus else None):
-        return tf.nest.map_structure(tf.identity, features)
 
     @tf.function
     def steps(iterator, num_steps):
@@ -288,28 +270,9 @@ class Trainer:
       applied_count = tf.constant(0.0)
       non_finite_step = tf.constant(-1, tf.int64)
       after = tf.cast(tf.identity(iterations), tf.int64)
-      # input_ahead: (the next batch on the host, the same on the device), carried by the loop.
-      pipeline = ()
-      if ahead:  # the first batch; each update then fetches the next before it launches
-        tf.debugging.assert_positive(num_steps, "the loop runs at least one update")
-        first = self._to_wire(next(iterator))
-        pipeline = (first, on_device(first))
-      for i in tf.range(num_steps):
+      for _ in tf.range(num_steps):
         before = after
-        if ahead:
-          host, features = pipeline
-          # The next batch, fetched (not on the last update: each host call consumes
-          # num_steps batches; the last one copies the batch in hand again, unused) and its
-          # copy queued before this update is launched; the launch waits for the batch on
-          # the host only (the fetch runs on the CPU), not for its copy.
-          with tf.device("/cpu:0"):
-            host = tf.cond(i + 1 < num_steps, lambda: self._to_wire(next(iterator)),
-                           lambda: host)  # pylint: disable=cell-var-from-loop
-          pipeline = (host, on_device(host))
-          with tf.control_dependencies(tf.nest.flatten(host)):
-            per_replica = strategy.run(self._replica_step, args=(features,))
-        else:
-          per_replica = strategy.run(self._replica_step, args=(next(iterator),))
+        per_replica = strategy.run(self._replica_step, args=(next(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         after = tf.cast(tf.identity(iterations), tf.int64) if may_skip else before + 1
         applied = after > before
