@@ -37,6 +37,21 @@ peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
+# 0. XLA's last compile step (LLVM IR -> PTX -> cubin) runs on one thread under TensorFlow,
+#    which hands XLA no compile thread pool (read in TF's device_compiler_client.cc and XLA's
+#    gpu_compiler.cc, CompileAndLink): these two flags split the module over 16 threads of
+#    its own. Kept for every row if a 2-layer model compiles and trains with them (XLA fails
+#    the compile where no compilation provider links; the rows' warm-up times show the gain:
+#    186 s on 2026-11-27 without).
+PAR="--xla_gpu_enable_llvm_module_compilation_parallelism=true --xla_gpu_force_compilation_parallelism=16"
+if [ ! -e /tmp/gpu_session_par ]; then
+  echo "=== $(date +%T) parallel compile probe" >> "$L"
+  if XLA_FLAGS="$XLA_FLAGS $PAR" timeout -k 5 120 python3 bench/bench_pretraining_gpu.py \
+      --models=tiny --phases=1 --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=2 \
+      --loops=1 >> "$L" 2>&1 && grep -q "tiny  phase1.*seq/s" "$L"; then
+    echo on > /tmp/gpu_session_par; else echo off > /tmp/gpu_session_par; fi
+  echo "=== parallel compile: $(cat /tmp/gpu_session_par) $(date +%T)" | tee -a "$L"; fi
+[ "$(cat /tmp/gpu_session_par)" = on ] && export XLA_FLAGS="$XLA_FLAGS $PAR"
 # 1. BERT-Large phase 1 (fused attention, attention dropout 0) as main trains it today (the
 #    batch copied from the host at each update's launch: 1,312.6 seq/s on 2026-11-27 at
 #    0e98937, host stalls of 9.7 ms per update), then with both candidate fixes: the batches
