@@ -567,7 +567,7 @@ def run_driver():
     result = run_row(row)
     results.append(result)
     print(_format(result), flush=True)
-    if result.get("profile"):
+    if isinstance(result.get("profile"), dict):  # a failed row keeps its row's profile=True
       print(profile_tables(result["profile"]), flush=True)
     if (FLAGS.torch_python and result["task"] != "squad" and not result.get("failed")
         and not result.get("oom")):

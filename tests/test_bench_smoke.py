@@ -161,3 +161,17 @@ def test_prefetch_rows_and_a_bad_value():
   assert proc.returncode != 0
   assert "--prefetch_to_device takes auto, true and/or false" in proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+def test_a_failed_row_with_profile_is_reported_and_the_bench_goes_on():
+  """--profile on a row that fails (here: cuDNN's kernel asked for on a CPU) prints the row as
+  failed and goes on to the summary table, not a traceback."""
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                         "--smoke", "--phases=1", "--squad=false", "--xla=true",
+                         "--attention_implementations=cudnn", "--profile"],
+                        capture_output=True, text=True, check=False, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+  assert "| tiny | phase1 | | float32 | True | 4 | failed |" in proc.stdout
