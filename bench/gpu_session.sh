@@ -64,6 +64,10 @@ row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
 row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
+# Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel alone.
+grep -q "attention=cudnn_btnh prefetch_to_device=true .*seq/s" "$L" || \
+  row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+    --attention_probs_dropout_prob=0 --profile --profile_top=12
 peer large 128 128 20
 # 1b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
 #    size 64, as BERT-Large's), padded batch: cheap; part 1c does BERT-Large.
