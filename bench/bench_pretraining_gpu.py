@@ -291,13 +291,43 @@ def _busy_and_gaps(intervals):
   return busy, gaps
 
 
+def _stalls(intervals, named, host_events, updates, top=8):
+  """What the GPU's idle stretches of 1 ms or more waited for: the device event that ended
+  each ({"next": [[stretches per update, event name], ...]}) and the host events (TensorFlow
+  ops, the executor's and XLA's trace scopes, by thread) that ran during them, by the time
+  they overlap the stretches ({"host": [[ms per update, name], ...]}; nested scopes each
+  count)."""
+  import bisect  # pylint: disable=import-outside-toplevel
+  import collections  # pylint: disable=import-outside-toplevel
+  stretches, end = [], None
+  for start, stop in sorted(intervals):
+    if end is not None and start - end >= 1e9:  # ps: 1 ms
+      stretches.append((end, start))
+    end = stop if end is None else max(end, stop)
+  starts = sorted(named)
+  following = collections.Counter()
+  for _, stop in stretches:
+    i = bisect.bisect_left(starts, (stop, ""))
+    if i < len(starts):
+      following[starts[i][1]] += 1
+  host = collections.Counter()
+  for begin, stop, name in host_events:
+    for gap_begin, gap_end in stretches:
+      overlap = min(stop, gap_end) - max(begin, gap_begin)
+      if overlap > 0:
+        host[name] += overlap
+  return {"next": [[count / updates, name] for name, count in following.most_common(top)],
+          "host": [[ps / 1e9 / updates, name] for name, ps in host.most_common(top)]}
+
+
 def kernel_profile(logdir, updates, top=30):
   """Reads the ``*.xplane.pb`` the profiler wrote under ``logdir``: GPU time per update.
 
   Returns {"updates", "total_ms" (kernel and copy time, summed), "launches" (device events
   per update), "span_ms" (first event's start to the last one's end, per update), "busy_ms"
   (time at least one event ran, per update), "idle_ms" (span - busy: the GPU waited),
-  "gaps": {bin label: [idle stretches per update, ms per update]} (``GAP_BINS``),
+  "gaps": {bin label: [idle stretches per update, ms per update]} (``GAP_BINS``), "stalls"
+  (what the stretches of 1 ms or more waited for: ``_stalls``),
   "by_kind": {kind: ms per update}, "kernels": [[ms per update, launches per update, kind,
   name], ...] (largest first, ``top`` of them)}.
   """
@@ -306,15 +336,23 @@ def kernel_profile(logdir, updates, top=30):
   from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E501 pylint: disable=import-outside-toplevel
 
   time_ps, launches = collections.Counter(), collections.Counter()
-  intervals = []
+  intervals, named, host_events = [], [], []
   for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
     space = xplane_pb2.XSpace()
     with open(path, "rb") as f:
       space.ParseFromString(f.read())
     for plane in space.planes:
+      names = {i: m.name for i, m in plane.event_metadata.items()}
+      if plane.name.startswith("/host:"):  # what the host ran, thread by thread (and the
+        # CUDA API calls where the profiler puts them on a host plane of their own)
+        for line in plane.lines:
+          for event in line.events:
+            begin = line.timestamp_ns * 1000 + event.offset_ps
+            host_events.append((begin, begin + event.duration_ps,
+                                names.get(event.metadata_id, "?")))
+        continue
       if not plane.name.startswith("/device:GPU"):
         continue
-      names = {i: m.name for i, m in plane.event_metadata.items()}
       for line in plane.lines:
         # One timeline per CUDA stream; the derived lines (XLA ops, TF ops, steps) repeat the
         # same time under other names.
@@ -326,6 +364,7 @@ def kernel_profile(logdir, updates, top=30):
           launches[name] += 1
           begin = line.timestamp_ns * 1000 + event.offset_ps
           intervals.append((begin, begin + event.duration_ps))
+          named.append((begin, name))
   by_kind = collections.Counter()
   for name, ps in time_ps.items():
     by_kind[kernel_kind(name)] += ps / 1e9 / updates
@@ -341,7 +380,7 @@ def kernel_profile(logdir, updates, top=30):
   return {"updates": updates, "total_ms": sum(time_ps.values()) / 1e9 / updates,
           "launches": sum(launches.values()) / updates, "span_ms": span / 1e9 / updates,
           "busy_ms": busy / 1e9 / updates, "idle_ms": (span - busy) / 1e9 / updates,
-          "gaps": binned,
+          "gaps": binned, "stalls": _stalls(intervals, named, host_events, updates),
           "by_kind": {k: by_kind.get(k, 0.0) for k in KINDS}, "kernels": kernels}
 
 
@@ -362,6 +401,14 @@ def profile_tables(profile):
   for _, label in GAP_BINS:
     count, ms = profile["gaps"][label]
     lines.append(f"| {label} | {count:,.1f} | {ms:.2f} |")
+  stalls = profile.get("stalls") or {}
+  if stalls.get("next") or stalls.get("host"):
+    lines += ["", "During the idle stretches of 1 ms or more:", "",
+              "| per update | what | name |", "|---:|---|---|"]
+    lines += [f"| {count:.1f} | GPU event that ended it | `{name[:90]}` |"
+              for count, name in stalls["next"]]
+    lines += [f"| {ms:.2f} ms | host event running | `{name[:90]}` |"
+              for ms, name in stalls["host"]]
   lines += ["", "| ms/update | launches/update | kind | kernel |", "|---:|---:|---|---|"]
   for ms, count, kind, name in profile["kernels"]:
     lines.append(f"| {ms:.2f} | {count:g} | {kind} | `{name[:90]}` |")

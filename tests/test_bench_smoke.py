@@ -123,6 +123,43 @@ def test_kernel_profile_idle_gaps_from_a_timeline(tmp_path):
   assert "idle 1.74 ms" in bench.profile_tables(profile)
 
 
+def test_kernel_profile_names_what_the_long_stalls_waited_for(tmp_path):
+  """The idle stretches of 1 ms or more: the GPU event that ended each, and the host events
+  running during them by overlap, on a hand-made timeline (microseconds): compute [0,100]
+  [1600,1700] [1750,1800] [3000,3100]: stretches [100,1600] and [1800,3000]; host thread 1
+  runs IteratorGetNext [50,600] (500 us inside the first) and XlaLaunch [1500,1900] (100 +
+  100), thread 2 an op [1650,1750] wholly between them (not counted)."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+  bench = _load_bench()
+  space = xplane_pb2.XSpace()
+  gpu = space.planes.add(name="/device:GPU:0")
+  for i, name in {1: "loop_add_fusion", 2: "nvjet_first_gemm", 3: "input_reduce_fusion"}.items():
+    gpu.event_metadata[i].name = name
+  us = 1_000_000  # picoseconds
+  compute = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=0)
+  for kernel, offset, duration in [(1, 0, 100), (2, 1600, 100), (1, 1750, 50), (2, 3000, 100)]:
+    compute.events.add(metadata_id=kernel, offset_ps=offset * us, duration_ps=duration * us)
+  host = space.planes.add(name="/host:CPU")
+  for i, name in {1: "IteratorGetNext", 2: "XlaLaunch", 3: "AddV2"}.items():
+    host.event_metadata[i].name = name
+  first = host.lines.add(name="tid 1", timestamp_ns=0)
+  first.events.add(metadata_id=1, offset_ps=50 * us, duration_ps=550 * us)
+  first.events.add(metadata_id=2, offset_ps=1500 * us, duration_ps=400 * us)
+  second = host.lines.add(name="tid 2", timestamp_ns=1_000_000)  # a line's own origin: 1 ms
+  second.events.add(metadata_id=3, offset_ps=650 * us, duration_ps=100 * us)
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "host.xplane.pb").write_bytes(space.SerializeToString())
+
+  profile = bench.kernel_profile(str(tmp_path), updates=2)
+  assert profile["gaps"][">= 1 ms"] == [1.0, pytest.approx(1.35)]  # (1500 + 1200) / 2 us
+  assert profile["stalls"]["next"] == [[1.0, "nvjet_first_gemm"]]  # both, per update: 2 / 2
+  assert profile["stalls"]["host"] == [[pytest.approx(0.25), "IteratorGetNext"],
+                                       [pytest.approx(0.1), "XlaLaunch"]]
+  table = bench.profile_tables(profile)
+  assert "| 1.0 | GPU event that ended it | `nvjet_first_gemm` |" in table
+  assert "| 0.25 ms | host event running | `IteratorGetNext` |" in table
+
+
 def test_xla_flags_are_appended():
   bench = _load_bench()
   assert bench.xla_flags_env({}, "--a=1") == "--a=1"
