@@ -62,6 +62,13 @@ if [ ! -e /tmp/gpu_session_par ]; then
 #    effects: idle stretches (prefetch) and transpose time (btnh). Then the peer of both rows.
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
+# Where the parallel compile passed the 2-layer probe but BERT-Large's row failed: without it.
+if [ "$(cat /tmp/gpu_session_par)" = on ] && ! grep -q "^large phase1 .*seq/s" "$L"; then
+  echo off > /tmp/gpu_session_par; export XLA_FLAGS="${XLA_FLAGS% $PAR}"
+  echo "=== parallel compile: off (the BERT-Large row failed with it)" | tee -a "$L"
+  row 260 . --models=large --phases=1 --attention_implementations=auto \
+    --attention_probs_dropout_prob=0 --profile --profile_top=12 \
+    --xla_flags=--xla_gpu_enable_llvm_module_compilation_parallelism=false; fi
 row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
 # Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel alone.
