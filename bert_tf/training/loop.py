@@ -122,9 +122,10 @@ class Trainer:
     # None: where it pays. Set before build_train_loop.
     self.whole_update = None
     # Whether tf.data copies the batches to the device ahead of the loop (see _prefetches):
-    # None (the default): no, each update takes its batch as it comes (the faster of the two
-    # ways measured so far, BENCHMARKS.md); True: yes, where the whole update compiles. Set
-    # before build_train_loop and make_iterator.
+    # None (the default): no, each update takes its batch as it comes (on an H100 faster than
+    # the loop's own fetch-ahead, which is gone; prefetching is not measured yet,
+    # BENCHMARKS.md); True: yes, where the whole update compiles. Set before
+    # build_train_loop and make_iterator.
     self.prefetch_to_device = None
 
   # === One update on one replica ===
