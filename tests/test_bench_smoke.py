@@ -90,16 +90,22 @@ def test_kernel_profile_table_from_a_trace(tmp_path):
   assert "| transpose | 0.10 | 20% |" in table
 
 
+def _space_with_gpu(kernel_names):
+  """A profiler XSpace with a GPU plane whose event metadata names ``kernel_names``."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+  space = xplane_pb2.XSpace()
+  gpu = space.planes.add(name="/device:GPU:0")
+  for i, name in kernel_names.items():
+    gpu.event_metadata[i].name = name
+  return space, gpu
+
+
 def test_kernel_profile_idle_gaps_from_a_timeline(tmp_path):
   """--profile's idle time: the GPU's span minus the time any stream ran something, and the
   idle stretches binned by length, on a hand-made two-stream timeline (microseconds):
   compute [1,101] [106,156] [401,501], copies [140,170] [2000,2010]."""
-  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
   bench = _load_bench()
-  space = xplane_pb2.XSpace()
-  gpu = space.planes.add(name="/device:GPU:0")
-  for i, name in {1: "loop_add_fusion", 2: "MemcpyH2D", 3: "Memset"}.items():
-    gpu.event_metadata[i].name = name
+  space, gpu = _space_with_gpu({1: "loop_add_fusion", 2: "MemcpyH2D", 3: "Memset"})
   us = 1_000_000  # picoseconds
   compute = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=1_000)
   for offset, duration in [(0, 100), (105, 50), (400, 100)]:
@@ -129,12 +135,8 @@ def test_kernel_profile_names_what_the_long_stalls_waited_for(tmp_path):
   [1600,1700] [1750,1800] [3000,3100]: stretches [100,1600] and [1800,3000]; host thread 1
   runs IteratorGetNext [50,600] (500 us inside the first) and XlaLaunch [1500,1900] (100 +
   100), thread 2 an op [1650,1750] wholly between them (not counted)."""
-  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
   bench = _load_bench()
-  space = xplane_pb2.XSpace()
-  gpu = space.planes.add(name="/device:GPU:0")
-  for i, name in {1: "loop_add_fusion", 2: "nvjet_first_gemm", 3: "input_reduce_fusion"}.items():
-    gpu.event_metadata[i].name = name
+  space, gpu = _space_with_gpu({1: "loop_add_fusion", 2: "nvjet_first_gemm"})
   us = 1_000_000  # picoseconds
   compute = gpu.lines.add(name="Stream #7(Compute)", timestamp_ns=0)
   for kernel, offset, duration in [(1, 0, 100), (2, 1600, 100), (1, 1750, 50), (2, 3000, 100)]:
