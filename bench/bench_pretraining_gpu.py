@@ -68,7 +68,7 @@ import _harness  # noqa: E402
 
 # (seq_length, max_predictions_per_seq) of the original's two pretraining phases.
 PHASES = {"1": (128, 20), "2": (512, 80)}
-# --prefetch_to_device's values -> Trainer.prefetch_to_device.
+# --prefetch_to_device's and --device_loop's values -> the Trainer's attributes.
 PREFETCH = {"auto": None, "true": True, "false": False}
 SQUAD_SEQ_LENGTH = 384
 # Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
@@ -105,6 +105,13 @@ def define_flags():
   flags.register_validator("prefetch_to_device",
                            lambda values: all(v.lower() in PREFETCH for v in values),
                            message="--prefetch_to_device takes auto, true and/or false")
+  flags.DEFINE_list("device_loop", ["auto"],
+                    "Rows side by side: auto (the loop's default: off), true (each host call's "
+                    "updates as one XLA computation, a while loop on the GPU over the call's "
+                    "batches, copied once), false (Trainer.device_loop).")
+  flags.register_validator("device_loop",
+                           lambda values: all(v.lower() in PREFETCH for v in values),
+                           message="--device_loop takes auto, true and/or false")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -135,14 +142,15 @@ FLAGS = flags.FLAGS
 def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_length=None,
                 num_predictions=None, profile=False, profile_top=30,
                 attention_implementation="auto", attention_probs_dropout_prob=None,
-                distribution_strategy="default", prefetch_to_device="auto"):
+                distribution_strategy="default", prefetch_to_device="auto", device_loop="auto"):
   """Trains ``loops + 1`` host calls of ``steps_per_loop`` updates; returns a result dict.
 
   ``task``: "phase1", "phase2" or "squad". ``seq_length``/``num_predictions`` override the
   phase's (for --smoke). ``profile``: trace one more host call and add ``profile`` (see
   ``kernel_profile``) to the result. ``distribution_strategy``: a name of
   ``bert_tf.training.distribution.get_strategy``. ``prefetch_to_device``: "auto", "true" or
-  "false" (``Trainer.prefetch_to_device``: None, True, False).
+  "false" (``Trainer.prefetch_to_device``: None, True, False); ``device_loop`` likewise
+  (``Trainer.device_loop``).
   """
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -183,6 +191,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
       jit_compile=xla))
   trainer.prefetch_to_device = PREFETCH[prefetch_to_device]
+  trainer.device_loop = PREFETCH[device_loop]
   train_loop = trainer.build_train_loop()
   iterator = trainer.make_iterator(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   n = tf.constant(steps_per_loop, tf.int32)
@@ -211,6 +220,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
       "distribution_strategy": distribution_strategy, "prefetch_to_device": prefetch_to_device,
       "prefetched": trainer._prefetches(),  # pylint: disable=protected-access
+      "device_loop": device_loop,
+      "device_looped": trainer._device_loops(),  # pylint: disable=protected-access
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
@@ -447,12 +458,13 @@ def _rows():
   for model in models:
     for task in tasks:
       for dtype in dtypes:
-        for xla, attention, strategy, prefetch in itertools.product(
+        for xla, attention, strategy, prefetch, device_loop in itertools.product(
             xlas, FLAGS.attention_implementations, FLAGS.distribution_strategies,
-            [a.lower() for a in FLAGS.prefetch_to_device]):
+            [a.lower() for a in FLAGS.prefetch_to_device],
+            [d.lower() for d in FLAGS.device_loop]):
           row = {"model": model, "task": task, "dtype": dtype, "xla": xla,
                  "attention_implementation": attention, "distribution_strategy": strategy,
-                 "prefetch_to_device": prefetch,
+                 "prefetch_to_device": prefetch, "device_loop": device_loop,
                  "attention_probs_dropout_prob": FLAGS.attention_probs_dropout_prob,
                  "batch_size": FLAGS.batch_size or DEFAULT_BATCH[(model, task)],
                  "steps_per_loop": 2 if FLAGS.smoke else FLAGS.steps_per_loop,
@@ -507,6 +519,8 @@ def _format(result):
     name += f" strategy={result['distribution_strategy']}"
   if result.get("prefetch_to_device", "auto") != "auto":
     name += f" prefetch_to_device={result['prefetch_to_device']}"
+  if result.get("device_loop", "auto") != "auto":
+    name += f" device_loop={result['device_loop']}"
   if result.get("xla_flags"):
     name += f" XLA_FLAGS+={result['xla_flags']}"
   if result.get("failed") or result.get("oom"):

@@ -194,11 +194,19 @@ def test_prefetch_rows_and_a_bad_value():
                              **_ROW)
   assert inline["prefetch_to_device"] == "false" and inline["prefetched"] is False
   assert inline["loss"] == result["loss"]
+  looped = bench.measure_row("tiny", "phase1", "float32", True, device_loop="true", **_ROW)
+  assert looped["device_loop"] == "true" and looped["device_looped"] is False  # CPU: off
+  assert looped["loss"] == result["loss"]
   proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
                          "--smoke", "--prefetch_to_device=prefetch"], capture_output=True,
                         text=True, check=False, timeout=120)
   assert proc.returncode != 0
   assert "--prefetch_to_device takes auto, true and/or false" in proc.stderr
+  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                         "--smoke", "--device_loop=maybe"], capture_output=True,
+                        text=True, check=False, timeout=120)
+  assert proc.returncode != 0
+  assert "--device_loop takes auto, true and/or false" in proc.stderr
   assert "Traceback" not in proc.stderr
 
 

@@ -127,6 +127,10 @@ class Trainer:
     # BENCHMARKS.md); True: yes, where the whole update compiles. Set before
     # build_train_loop and make_iterator.
     self.prefetch_to_device = None
+    # Whether each host call's updates run as one XLA computation, a loop on the device over
+    # the call's batches, stacked and copied once (see _device_loops): None (the default) or
+    # False: no; True: yes, where the whole update compiles. Not with prefetch_to_device.
+    self.device_loop = None
 
   # === One update on one replica ===
 
@@ -140,13 +144,17 @@ class Trainer:
     grads = tape.gradient(scaled, self.model.trainable_variables)
     return loss, grads
 
+  def _global_denominators(self, features, all_reduce):
+    """The global batch's loss denominators (every replica divides by the same numbers):
+    this replica's, summed over replicas by ``all_reduce``, plus the task's offsets."""
+    offsets = getattr(self.task, "denominator_offsets", {})
+    return {k: all_reduce(v) + offsets.get(k, 0.0)
+            for k, v in self.task.loss_denominators(features).items()}
+
   def _replica_step(self, features):
     ctx = tf.distribute.get_replica_context()
-    denominators = self.task.loss_denominators(features)
-    # The global batch's denominators: every replica divides by the same numbers.
-    offsets = getattr(self.task, "denominator_offsets", {})
-    denominators = {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM, v) + offsets.get(k, 0.0)
-                    for k, v in denominators.items()}
+    denominators = self._global_denominators(
+        features, lambda v: ctx.all_reduce(tf.distribute.ReduceOp.SUM, v))
     gradients_fn = self._compiled_gradients
     k = self.config.gradient_accumulation_steps
     if k == 1 and self._compiled_update is not None:
@@ -207,10 +215,27 @@ class Trainer:
 
     The batch travels in its wire format (``_to_wire``) and the same batches are consumed in
     the same order: the numbers do not change."""
-    prefetch = self.prefetch_to_device
-    if prefetch not in (None, True, False):
-      raise ValueError(f"prefetch_to_device must be None, True or False, not {prefetch!r}")
-    return bool(prefetch) and self._whole_update_compiles()
+    self._check_input_options()
+    return bool(self.prefetch_to_device) and self._whole_update_compiles()
+
+  def _device_loops(self):
+    """Whether each host call's ``n`` updates run as one XLA computation (``device_loop``), on
+    the whole-update path only: the call fetches its ``n`` batches first (stacked, padded to
+    ``steps_per_loop``, one copy to the device) and a ``while`` loop on the device runs the
+    updates, each on its slice of the stack, so no copy and no launch stands between two
+    updates (the host stalls that ``_prefetches`` moves out of the loop's thread cannot
+    happen). The same batches in the same order; the numbers are the inline loop's to float32
+    rounding (XLA compiles the update inside a loop). Batches must have one static shape."""
+    self._check_input_options()
+    return bool(self.device_loop) and self._whole_update_compiles()
+
+  def _check_input_options(self):
+    for name in ("prefetch_to_device", "device_loop"):
+      if getattr(self, name) not in (None, True, False):
+        raise ValueError(f"{name} must be None, True or False, not {getattr(self, name)!r}")
+    if self.prefetch_to_device and self.device_loop:
+      raise ValueError("prefetch_to_device and device_loop exclude each other: the device "
+                       "loop copies each host call's batches itself")
 
   @staticmethod
   def _to_wire(features):
@@ -257,6 +282,8 @@ class Trainer:
       layers.set_dropout_rng(self.model, "hash")
       # MLM logits as the plain x E^T product: no [B*P,V] layout copies under XLA.
       heads.set_vocab_logits_layout(self.model, vocab_major=False)
+    if self._device_loops():
+      return self._build_device_loop()
     strategy = self.strategy
     iterations = self.optimizer.iterations
     # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
@@ -289,6 +316,52 @@ class Trainer:
       return mean_loss
 
     train_loop.compiled = steps  # the tf.function itself (its graph: bench/hlo_census.py)
+    self._train_loop = train_loop
+    return train_loop
+
+  def _build_device_loop(self):
+    """``build_train_loop`` for ``device_loop`` (see ``_device_loops``)."""
+    iterations = self.optimizer.iterations
+    capacity = self.config.steps_per_loop
+
+    @tf.function(jit_compile=True)
+    def updates(stacked, num_steps):
+      # Step numbers as the inline loop counts them (bert_tf's optimizers apply every update).
+      start = tf.cast(tf.identity(iterations), tf.int64)
+
+      def body(i, loss_sum, non_finite_step):
+        features = tf.nest.map_structure(lambda t: tf.gather(t, i), stacked)
+        loss = self._update(features, self._global_denominators(features, lambda v: v))
+        non_finite_step = tf.where((non_finite_step < 0) & ~tf.math.is_finite(loss),
+                                   start + i + 1, non_finite_step)
+        return i + 1, loss_sum + loss, non_finite_step
+
+      _, loss_sum, non_finite_step = tf.while_loop(
+          lambda i, *_: i < num_steps, body,
+          (tf.constant(0, tf.int64), tf.constant(0.0), tf.constant(-1, tf.int64)))
+      return loss_sum / tf.cast(num_steps, tf.float32), non_finite_step
+
+    @tf.function
+    def steps(iterator, num_steps):
+      spec = iterator.element_spec
+      if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
+        raise ValueError("device_loop needs batches of one static shape (batch with "
+                         f"drop_remainder=True); the input's are {spec}")
+      # The call's batches, stacked; the slots past num_steps (a shorter last call) stay zero.
+      arrays = tf.nest.map_structure(
+          lambda s: tf.TensorArray(s.dtype, size=capacity, element_shape=s.shape), spec)
+      for i in tf.range(num_steps):
+        arrays = tf.nest.map_structure(lambda a, t: a.write(i, t), arrays, next(iterator))  # pylint: disable=cell-var-from-loop
+      stacked = tf.nest.map_structure(lambda a: a.stack(), arrays)
+      return updates(stacked, tf.cast(num_steps, tf.int64))
+
+    def train_loop(iterator, num_steps):
+      """``num_steps`` updates in one XLA computation -> their mean loss (a scalar tensor)."""
+      mean_loss, self._non_finite_step = steps(iterator, num_steps)
+      return mean_loss
+
+    train_loop.compiled = steps
+    train_loop.updates = updates  # the XLA computation itself (its HLO: bench/hlo_census.py)
     self._train_loop = train_loop
     return train_loop
 
