@@ -361,7 +361,7 @@ class Trainer:
       return mean_loss
 
     train_loop.compiled = steps
-    train_loop.updates = updates  # the XLA computation itself (its HLO: bench/hlo_census.py)
+    train_loop.updates = updates  # the XLA computation itself (its HLO, for a GPU compile)
     self._train_loop = train_loop
     return train_loop
 
