@@ -303,32 +303,44 @@ def _busy_and_gaps(intervals):
 
 
 def _stalls(intervals, named, host_events, updates, top=8):
-  """What the GPU's idle stretches of 1 ms or more waited for: the device event that ended
+  """What the GPU's idle stretches waited for. Of 1 ms or more: the device event that ended
   each ({"next": [[stretches per update, event name], ...]}) and the host events (TensorFlow
   ops, the executor's and XLA's trace scopes, by thread) that ran during them, by the time
   they overlap the stretches ({"host": [[ms per update, name], ...]}; nested scopes each
-  count)."""
+  count). Of 10 us to 1 ms (a kernel's own host work, e.g. cuDNN's or cuBLAS's): the event
+  that ended each ({"next_medium": [[stretches per update, ms per update, name], ...]})."""
   import bisect  # pylint: disable=import-outside-toplevel
   import collections  # pylint: disable=import-outside-toplevel
-  stretches, end = [], None
+  long, medium, end = [], [], None
   for start, stop in sorted(intervals):
     if end is not None and start - end >= 1e9:  # ps: 1 ms
-      stretches.append((end, start))
+      long.append((end, start))
+    elif end is not None and start - end >= 1e7:  # 10 us
+      medium.append((end, start))
     end = stop if end is None else max(end, stop)
   starts = sorted(named)
-  following = collections.Counter()
-  for _, stop in stretches:
-    i = bisect.bisect_left(starts, (stop, ""))
-    if i < len(starts):
-      following[starts[i][1]] += 1
+
+  def following(stretches):
+    counts, ps = collections.Counter(), collections.Counter()
+    for gap_begin, gap_end in stretches:
+      i = bisect.bisect_left(starts, (gap_end, ""))
+      if i < len(starts):
+        counts[starts[i][1]] += 1
+        ps[starts[i][1]] += gap_end - gap_begin
+    return counts, ps
+
   host = collections.Counter()
   for begin, stop, name in host_events:
-    for gap_begin, gap_end in stretches:
+    for gap_begin, gap_end in long:
       overlap = min(stop, gap_end) - max(begin, gap_begin)
       if overlap > 0:
         host[name] += overlap
-  return {"next": [[count / updates, name] for name, count in following.most_common(top)],
-          "host": [[ps / 1e9 / updates, name] for name, ps in host.most_common(top)]}
+  long_next, _ = following(long)
+  medium_next, medium_ps = following(medium)
+  return {"next": [[count / updates, name] for name, count in long_next.most_common(top)],
+          "host": [[ps / 1e9 / updates, name] for name, ps in host.most_common(top)],
+          "next_medium": [[medium_next[name] / updates, ps / 1e9 / updates, name]
+                          for name, ps in medium_ps.most_common(top)]}
 
 
 def kernel_profile(logdir, updates, top=30):
@@ -420,6 +432,11 @@ def profile_tables(profile):
               for count, name in stalls["next"]]
     lines += [f"| {ms:.2f} ms | host event running | `{name[:90]}` |"
               for ms, name in stalls["host"]]
+  if stalls.get("next_medium"):
+    lines += ["", "The GPU events that ended the idle stretches of 10 us to 1 ms:", "",
+              "| stretches/update | ms/update | next event |", "|---:|---:|---|"]
+    lines += [f"| {count:.1f} | {ms:.2f} | `{name[:90]}` |"
+              for count, ms, name in stalls["next_medium"]]
   lines += ["", "| ms/update | launches/update | kind | kernel |", "|---:|---:|---|---|"]
   for ms, count, kind, name in profile["kernels"]:
     lines.append(f"| {ms:.2f} | {count:g} | {kind} | `{name[:90]}` |")

@@ -131,8 +131,9 @@ def test_kernel_profile_idle_gaps_from_a_timeline(tmp_path):
 
 def test_kernel_profile_names_what_the_long_stalls_waited_for(tmp_path):
   """The idle stretches of 1 ms or more: the GPU event that ended each, and the host events
-  running during them by overlap, on a hand-made timeline (microseconds): compute [0,100]
-  [1600,1700] [1750,1800] [3000,3100]: stretches [100,1600] and [1800,3000]; host thread 1
+  running during them by overlap; of 10 us to 1 ms: the event that ended each; on a hand-made
+  timeline (microseconds): compute [0,100] [1600,1700] [1750,1800] [3000,3100]: stretches
+  [100,1600] and [1800,3000], and [1700,1750] of 50 us (before loop_add_fusion); host thread 1
   runs IteratorGetNext [50,600] (500 us inside the first) and XlaLaunch [1500,1900] (100 +
   100), thread 2 an op [1650,1750] wholly between them (not counted)."""
   bench = _load_bench()
@@ -155,11 +156,13 @@ def test_kernel_profile_names_what_the_long_stalls_waited_for(tmp_path):
   profile = bench.kernel_profile(str(tmp_path), updates=2)
   assert profile["gaps"][">= 1 ms"] == [1.0, pytest.approx(1.35)]  # (1500 + 1200) / 2 us
   assert profile["stalls"]["next"] == [[1.0, "nvjet_first_gemm"]]  # both, per update: 2 / 2
+  assert profile["stalls"]["next_medium"] == [[0.5, pytest.approx(0.025), "loop_add_fusion"]]
   assert profile["stalls"]["host"] == [[pytest.approx(0.25), "IteratorGetNext"],
                                        [pytest.approx(0.1), "XlaLaunch"]]
   table = bench.profile_tables(profile)
   assert "| 1.0 | GPU event that ended it | `nvjet_first_gemm` |" in table
   assert "| 0.25 ms | host event running | `IteratorGetNext` |" in table
+  assert "| 0.5 | 0.03 | `loop_add_fusion` |" in table
 
 
 def test_xla_flags_are_appended():
