@@ -8,8 +8,8 @@
 # BERT-Large row spent 186 s before its first update on 2026-11-27) ends with the answers that
 # decide the next change: today's default against the two candidate fixes in one row (the
 # batches prefetched to the GPU by tf.data, for the host stalls; the fused kernel on the
-# [B,S,N,D] layout, for the transposes: the profile tells the two apart), the peer, the
-# updates looped on the device (the other fix for the stalls), a cheap check of that
+# [B,S,N,D] layout, for the transposes: the profile tells the two apart), the updates looped
+# on the device (the other fix for the stalls), the peer, a cheap check of that
 # kernel's gradients, then phase 2 and BERT-Base against the peer, then the
 # checks that wait for a longer session. XLA's autotuning results go back as
 # $OUT/gpu_session/autotune.tgz after every part: keep it as .gpu/autotune.tgz here and carry
@@ -60,7 +60,7 @@ if [ ! -e /tmp/gpu_session_par ]; then
 #    fetch-ahead tried first measured 1,210 seq/s, idle 19.8 ms, and is gone) and the fused
 #    kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
 #    deviceless compile; 11.3 ms of transposes per update on the GPU). The profiles part the
-#    effects: idle stretches (prefetch) and transpose time (btnh). Then the peer of both rows.
+#    effects: idle stretches (prefetch) and transpose time (btnh).
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
 # Where the parallel compile passed the 2-layer probe but BERT-Large's row failed: without it.
@@ -76,12 +76,13 @@ row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
 grep -q "attention=cudnn_btnh prefetch_to_device=true .*seq/s" "$L" || \
   row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
     --attention_probs_dropout_prob=0 --profile --profile_top=12
-peer large 128 128 20
 # 1a. The other fix for the idle time: each host call's updates as one XLA computation, a while
 #    loop on the GPU over the call's batches, copied once (Trainer.device_loop): no copy and no
-#    launch between two updates at all. With cudnn_btnh, to compare with the row above.
+#    launch between two updates at all. With cudnn_btnh, to compare with the row above; then
+#    the peer of these rows (1,461-1,469 seq/s on two H100 machines so far).
 row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
   --attention_probs_dropout_prob=0 --device_loop=true --profile --profile_top=12
+peer large 128 128 20
 # 1b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
 #    size 64, as BERT-Large's), padded batch: cheap; part 1c does BERT-Large.
 part 120 python3 bench/check_fused_attention.py --model=small --fused=cudnn,cudnn_btnh
