@@ -6,11 +6,11 @@
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first, so that one session's device time (about 10 minutes after the carry; a
 # BERT-Large row spent 186 s before its first update on 2026-11-27) ends with the answers that
-# decide the next change: today's default against the two candidate fixes in one row (the
-# batches prefetched to the GPU by tf.data, for the host stalls; the fused kernel on the
-# [B,S,N,D] layout, for the transposes: the profile tells the two apart), the updates looped
-# on the device (the other fix for the stalls), the peer, a cheap check of that
-# kernel's gradients, then phase 2 and BERT-Base against the peer, then the
+# decide the next change: a cheap check of the fused kernels' gradients, today's default
+# against the two candidate fixes in one row (the batches prefetched to the GPU by tf.data,
+# for the host stalls; the fused kernel on the [B,S,N,D] layout, for the transposes, if it
+# passed the check: the profile tells the two apart), the updates looped on the device (the
+# other fix for the stalls), the peer, then phase 2 and BERT-Base against the peer, then the
 # checks that wait for a longer session. XLA's autotuning results go back as
 # $OUT/gpu_session/autotune.tgz after every part: keep it as .gpu/autotune.tgz here and carry
 # it the next time (restored below), so that rows skip what an earlier session tuned.
@@ -25,13 +25,17 @@ if [ -f .gpu/autotune.tgz ] && [ ! -e /tmp/xla_autotune/.restored ]; then
   echo "autotune cache restored: $(ls /tmp/xla_autotune | wc -l) entries" >> "$L"; fi
 save_autotune() { tar -czf "$D/autotune.tgz.part" -C /tmp/xla_autotune . \
   && mv "$D/autotune.tgz.part" "$D/autotune.tgz"; }
+# $OUT starts empty in every call: each call's log is also kept on the machine, and the checks
+# below (seen) read every call's, so that a resumed session decides as the first call did.
+mkdir -p /tmp/gpu_session_logs; KEEP=/tmp/gpu_session_logs/$(date +%s).txt
+seen() { cat /tmp/gpu_session_logs/*.txt "$L" 2>/dev/null | grep -q -- "$1"; }
 # A part that has ended (any exit) is not run again by a later call on the same machine: when
 # one call's 600 s run out, the next `bash bench/gpu_session.sh` goes on from the part it cut.
 part() { local t=$1; shift; local done=/tmp/gpu_session_done/$(echo "$*" | md5sum | cut -c1-16)
   if [ -e "$done" ]; then echo "=== done before: $*" | tee -a "$L"; return; fi
   echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"
-  mkdir -p /tmp/gpu_session_done && touch "$done"; save_autotune; }
+  mkdir -p /tmp/gpu_session_done && touch "$done"; cp "$L" "$KEEP"; save_autotune; }
 peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
   --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20; }
@@ -49,43 +53,52 @@ if [ ! -e /tmp/gpu_session_par ]; then
   echo "=== $(date +%T) parallel compile probe" >> "$L"
   if XLA_FLAGS="$XLA_FLAGS $PAR" timeout -k 5 120 python3 bench/bench_pretraining_gpu.py \
       --models=tiny --phases=1 --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=2 \
-      --loops=1 >> "$L" 2>&1 && grep -q "tiny  phase1.*seq/s" "$L"; then
+      --loops=1 >> "$L" 2>&1 && seen "tiny  phase1.*seq/s"; then
     echo on > /tmp/gpu_session_par; else echo off > /tmp/gpu_session_par; fi
   echo "=== parallel compile: $(cat /tmp/gpu_session_par) $(date +%T)" | tee -a "$L"; fi
 [ "$(cat /tmp/gpu_session_par)" = on ] && export XLA_FLAGS="$XLA_FLAGS $PAR"
+# 0b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
+#    size 64, as BERT-Large's), padded batch (cheap; part 1c does BERT-Large). The kernel on
+#    the [B,S,N,D] layout (cudnn_btnh) has never run on a GPU: the rows below take it only if
+#    it passes here, else `auto` (the [B,N,S,D] kernel, checked on an H100 on 2026-11-26).
+part 120 python3 bench/check_fused_attention.py --model=small --fused=cudnn,cudnn_btnh
+if [ ! -e /tmp/gpu_session_btnh ]; then
+  cat /tmp/gpu_session_logs/*.txt "$L" 2>/dev/null | awk '/^== cudnn_btnh against xla/ {f = 1}
+    f && /^(PASS|FAIL)/ {print; exit}' | grep -q "^PASS" && echo cudnn_btnh > /tmp/gpu_session_btnh \
+    || echo auto > /tmp/gpu_session_btnh
+  echo "=== the kernel rows take: $(cat /tmp/gpu_session_btnh)" | tee -a "$L"; fi
+BTNH=$(cat /tmp/gpu_session_btnh)
 # 1. BERT-Large phase 1 (fused attention, attention dropout 0) as main trains it today (the
 #    batch copied from the host at each update's launch: 1,312.6 seq/s on 2026-11-27 at
 #    0e98937, host stalls of 9.7 ms per update), then with both candidate fixes: the batches
 #    prefetched to the GPU by tf.data's own thread (Trainer.prefetch_to_device; the in-loop
 #    fetch-ahead tried first measured 1,210 seq/s, idle 19.8 ms, and is gone) and the fused
 #    kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
-#    deviceless compile; 11.3 ms of transposes per update on the GPU). The profiles part the
+#    deviceless compile; 11.3 ms of transposes per update on the GPU; where part 0b passed it).
+#    The profiles part the
 #    effects: idle stretches (prefetch) and transpose time (btnh).
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
 # Where the parallel compile passed the 2-layer probe but BERT-Large's row failed: without it.
-if [ "$(cat /tmp/gpu_session_par)" = on ] && ! grep -q "^large phase1 .*seq/s" "$L"; then
+if [ "$(cat /tmp/gpu_session_par)" = on ] && ! seen "^large phase1 .*seq/s"; then
   echo off > /tmp/gpu_session_par; export XLA_FLAGS="${XLA_FLAGS% $PAR}"
   echo "=== parallel compile: off (the BERT-Large row failed with it)" | tee -a "$L"
   row 260 . --models=large --phases=1 --attention_implementations=auto \
     --attention_probs_dropout_prob=0 --profile --profile_top=12 \
     --xla_flags=--xla_gpu_enable_llvm_module_compilation_parallelism=false; fi
-row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
-# Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel alone.
-grep -q "attention=cudnn_btnh prefetch_to_device=true .*seq/s" "$L" || \
-  row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+# Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel's row alone.
+seen "prefetch_to_device=true .*seq/s" || \
+  row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
     --attention_probs_dropout_prob=0 --profile --profile_top=12
 # 1a. The other fix for the idle time: each host call's updates as one XLA computation, a while
 #    loop on the GPU over the call's batches, copied once (Trainer.device_loop): no copy and no
-#    launch between two updates at all. With cudnn_btnh, to compare with the row above; then
+#    launch between two updates at all. With the row above's kernel, to compare; then
 #    the peer of these rows (1,461-1,469 seq/s on two H100 machines so far).
-row 260 . --models=large --phases=1 --attention_implementations=cudnn_btnh \
+row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --device_loop=true --profile --profile_top=12
 peer large 128 128 20
-# 1b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
-#    size 64, as BERT-Large's), padded batch: cheap; part 1c does BERT-Large.
-part 120 python3 bench/check_fused_attention.py --model=small --fused=cudnn,cudnn_btnh
 # 1c. Each candidate alone, where part 1 moved.
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
