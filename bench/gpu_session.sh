@@ -75,8 +75,7 @@ BTNH=$(cat /tmp/gpu_session_btnh)
 #    fetch-ahead tried first measured 1,210 seq/s, idle 19.8 ms, and is gone) and the fused
 #    kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
 #    deviceless compile; 11.3 ms of transposes per update on the GPU; where part 0b passed it).
-#    The profiles part the
-#    effects: idle stretches (prefetch) and transpose time (btnh).
+#    The profiles part the effects: idle stretches (prefetch) and transpose time (btnh).
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
 # Where the parallel compile passed the 2-layer probe but BERT-Large's row failed: without it.
