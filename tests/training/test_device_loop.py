@@ -4,49 +4,18 @@ the same order as the inline loop (each update taking its batch as it comes), th
 numbers to float32 rounding (XLA compiles the update inside a loop), the same step named
 when a loss is not finite."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertConfig
-from bert_tf.training import loop
-from bert_tf.training.pretraining import PretrainingTask
-from tests.reference import google_models
-
-# Dropout on: the masks follow each update's seed, so a batch or an update out of place shows.
-CONFIG = google_models.tiny_config_dict()
-BATCH = 4
-
-
-def _examples(batches=7, nan_batch=None):
-  examples = google_models.random_pretraining_features(
-      CONFIG, batch_size=batches * BATCH, seq_length=12, num_predictions=4, seed=3)
-  if nan_batch is not None:  # batch k (from 0) is the input of update k + 1
-    examples["masked_lm_weights"][BATCH * nan_batch:BATCH * (nan_batch + 1)] = np.nan
-  return examples
+from tests.training import tiny_loop
 
 
 def _train(tmp_path, device_loop, steps=7, steps_per_loop=3, examples=None,
            drop_remainder=True):
-  examples = _examples() if examples is None else examples
-  keras.utils.set_random_seed(11)
-  task = PretrainingTask(BertConfig.from_dict(CONFIG))
-  model = task.build_model()
-  optimizer = optimization.create_optimizer(1e-3, num_train_steps=20, num_warmup_steps=2)
-  trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer, loop.LoopConfig(
-      model_dir=str(tmp_path), num_train_steps=steps, steps_per_loop=steps_per_loop,
-      save_checkpoints_steps=0, jit_compile=True))
-  trainer.whole_update = True  # on CPU the defaults are off
-  trainer.device_loop = device_loop
-  # 7 batches, not repeated: a batch fetched twice or lost ends the input early or moves
-  # the weights elsewhere.
-  result = trainer.train(
-      lambda ctx: tf.data.Dataset.from_tensor_slices(examples).batch(
-          BATCH, drop_remainder=drop_remainder), progress=lambda line: None)
-  return trainer, model, optimizer, result
+  return tiny_loop.train(tmp_path, steps, steps_per_loop,
+                         tiny_loop.dataset_fn(examples, drop_remainder), device_loop=device_loop)
 
 
 def _weights_close(model, other):
@@ -66,8 +35,7 @@ def test_device_loop_trains_the_inline_loops_numbers(tmp_path):
   assert result["loss"] == pytest.approx(inline_result["loss"], rel=1e-5)
   _weights_close(model, inline_model)
   # Training moved the weights well past the tolerance, so the comparison means something.
-  keras.utils.set_random_seed(11)
-  initial = PretrainingTask(BertConfig.from_dict(CONFIG)).build_model().get_weights()
+  initial = tiny_loop.initial_weights()
   assert max(np.abs(a - b).max() for a, b in zip(initial, model.get_weights())) > 1e-3
 
 
@@ -82,14 +50,14 @@ def test_batches_keep_their_order_across_host_calls(tmp_path):
 def test_a_loss_that_is_not_finite_is_named_at_its_step(tmp_path):
   # Batch 4 -> update 5, the second update of the second host call.
   with pytest.raises(BertTfError, match="the loss is not finite at step 5"):
-    _train(tmp_path, device_loop=True, examples=_examples(nan_batch=4))
+    _train(tmp_path, device_loop=True, examples=tiny_loop.examples(nan_batch=4))
 
 
 def test_batches_of_changing_shape_are_refused(tmp_path):
   # 7 examples in batches of 4: the batch shape is not static.
   with pytest.raises(ValueError, match="device_loop needs batches of one static shape"):
     _train(tmp_path, device_loop=True, steps=2, steps_per_loop=2,
-           examples={k: v[:7] for k, v in _examples().items()}, drop_remainder=False)
+           examples={k: v[:7] for k, v in tiny_loop.examples().items()}, drop_remainder=False)
 
 
 def test_device_loop_takes_only_its_values_and_not_with_prefetch(tmp_path):
@@ -105,7 +73,7 @@ def test_device_loop_takes_only_its_values_and_not_with_prefetch(tmp_path):
 def test_the_updates_run_in_one_compiled_call_per_host_call(tmp_path):
   trainer, _, _, _ = _train(tmp_path, device_loop=True, steps=1, steps_per_loop=1)
   concrete = trainer._train_loop.compiled.get_concrete_function(  # pylint: disable=protected-access
-      iter(tf.data.Dataset.from_tensor_slices(_examples()).batch(BATCH, drop_remainder=True)),
+      iter(tiny_loop.dataset_fn()(None)),
       tf.constant(3))
   graph = concrete.graph
   whiles = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]

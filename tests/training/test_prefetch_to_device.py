@@ -10,46 +10,19 @@ import tensorflow as tf
 from bert_tf import optimization
 from bert_tf.modeling import BertConfig
 from bert_tf.training import loop
-from bert_tf.training.pretraining import PretrainingTask
-from tests.reference import google_models
-
-# Dropout on: the masks follow each update's seed, so a batch or an update out of place shows.
-CONFIG = google_models.tiny_config_dict()
-BATCH = 4
-
-
-def _examples():
-  # 7 distinct batches: the loop's 3 host calls (3 + 3 + 1 updates) see each batch once, so a
-  # batch fetched twice or skipped changes the weights.
-  return google_models.random_pretraining_features(CONFIG, batch_size=7 * BATCH,
-                                                   seq_length=12, num_predictions=4, seed=3)
-
-
-def _dataset_fn(ctx):
-  del ctx
-  return tf.data.Dataset.from_tensor_slices(_examples()).batch(BATCH, drop_remainder=True)
+from tests.training import tiny_loop
+from tests.training.tiny_loop import BATCH, CONFIG
 
 
 def _train(tmp_path, prefetch, steps=7, steps_per_loop=3):
-  keras.utils.set_random_seed(11)
-  task = PretrainingTask(BertConfig.from_dict(CONFIG))
-  model = task.build_model()
-  optimizer = optimization.create_optimizer(1e-3, num_train_steps=20, num_warmup_steps=2)
-  trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer, loop.LoopConfig(
-      model_dir=str(tmp_path), num_train_steps=steps, steps_per_loop=steps_per_loop,
-      save_checkpoints_steps=0, jit_compile=True))
-  trainer.whole_update = True  # on CPU the defaults are off
-  trainer.prefetch_to_device = prefetch
-  losses = []
-  result = trainer.train(_dataset_fn, progress=lambda line: losses.append(line))
-  return trainer, model, optimizer, result, losses
+  return tiny_loop.train(tmp_path, steps, steps_per_loop, prefetch_to_device=prefetch)
 
 
 def test_batches_keep_their_order_across_host_calls(tmp_path):
   """Prefetched, against a loop of one update per host call: the prefetch buffer outlives
   each host call without losing or repeating a batch."""
-  _, model, _, result, _ = _train(tmp_path / "three", prefetch=True, steps_per_loop=3)
-  _, single, _, single_result, _ = _train(tmp_path / "one", prefetch=True, steps_per_loop=1)
+  _, model, _, result = _train(tmp_path / "three", prefetch=True, steps_per_loop=3)
+  _, single, _, single_result = _train(tmp_path / "one", prefetch=True, steps_per_loop=1)
   assert result["loss"] == single_result["loss"]  # both: the mean of update 7 alone
   for var, single_var in zip(model.trainable_variables, single.trainable_variables):
     np.testing.assert_array_equal(var.numpy(), single_var.numpy(), err_msg=var.path)
@@ -58,7 +31,7 @@ def test_batches_keep_their_order_across_host_calls(tmp_path):
 def _body_graph(trainer, num_steps=3):
   # The iterator train() gives the loop (the prefetching one where prefetch_to_device).
   concrete = trainer._train_loop.compiled.get_concrete_function(  # pylint: disable=protected-access
-      trainer.make_iterator(_dataset_fn), tf.constant(num_steps))
+      trainer.make_iterator(tiny_loop.dataset_fn()), tf.constant(num_steps))
   whiles = [op for op in concrete.graph.get_operations() if op.type in ("While", "StatelessWhile")]
   assert len(whiles) == 1
   return concrete.graph._functions[whiles[0].get_attr("body").name].graph  # pylint: disable=protected-access
@@ -72,14 +45,14 @@ def _update_feature_dtypes(trainer):
 
 
 def test_the_default_takes_each_batch_as_it_comes(tmp_path):
-  trainer, _, _, _, _ = _train(tmp_path, prefetch=None, steps=1, steps_per_loop=1)
+  trainer, _, _, _ = _train(tmp_path, prefetch=None, steps=1, steps_per_loop=1)
   assert not trainer._prefetches()  # pylint: disable=protected-access
   # The batch goes to the update as it comes: int32, no wire format.
   assert _update_feature_dtypes(trainer) == {tf.int32}
 
 
 def test_prefetched_batches_reach_the_update_as_int64(tmp_path):
-  trainer, _, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
+  trainer, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
   assert trainer._prefetches()  # pylint: disable=protected-access
   # int32 features travel as int64 (kept in device memory); the compiled update casts back.
   assert _update_feature_dtypes(trainer) == {tf.int64}
@@ -88,10 +61,10 @@ def test_prefetched_batches_reach_the_update_as_int64(tmp_path):
 def test_prefetched_by_tf_data_trains_the_same_numbers(tmp_path):
   """tf.data copies the batches (in their wire format) to the device ahead of the loop (here
   the CPU; a GPU where there is one)."""
-  trainer, model, optimizer, result, _ = _train(tmp_path / "prefetch", prefetch=True)
+  trainer, model, optimizer, result = _train(tmp_path / "prefetch", prefetch=True)
   assert trainer._prefetches()  # pylint: disable=protected-access
-  _, inline_model, inline_optimizer, inline_result, _ = _train(tmp_path / "inline",
-                                                               prefetch=False)
+  _, inline_model, inline_optimizer, inline_result = _train(tmp_path / "inline",
+                                                            prefetch=False)
   # 7 batches, not repeated: a batch lost or fetched twice would change the weights or end
   # the input early (the prefetch buffer runs two batches ahead of the loop).
   assert int(optimizer.iterations.numpy()) == int(inline_optimizer.iterations.numpy()) == 7
@@ -99,18 +72,17 @@ def test_prefetched_by_tf_data_trains_the_same_numbers(tmp_path):
   for var, inline_var in zip(model.trainable_variables, inline_model.trainable_variables):
     np.testing.assert_array_equal(var.numpy(), inline_var.numpy(), err_msg=var.path)
   # Training moved the weights, so the comparison means something.
-  keras.utils.set_random_seed(11)
-  initial = PretrainingTask(BertConfig.from_dict(CONFIG)).build_model().get_weights()
+  initial = tiny_loop.initial_weights()
   assert max(np.abs(a - b).max() for a, b in zip(initial, model.get_weights())) > 1e-4
   # The loop takes the batch as tf.data delivers it: int64 ids, cast back inside the update.
-  iterator = trainer.make_iterator(_dataset_fn)
+  iterator = trainer.make_iterator(tiny_loop.dataset_fn())
   batch = next(iterator)
   assert batch["input_ids"].dtype == tf.int64 and batch["masked_lm_weights"].dtype == tf.float32
-  np.testing.assert_array_equal(batch["input_ids"].numpy(), _examples()["input_ids"][:BATCH])
+  np.testing.assert_array_equal(batch["input_ids"].numpy(), tiny_loop.examples()["input_ids"][:BATCH])
 
 
 def test_prefetch_to_device_takes_only_its_values(tmp_path):
-  trainer, _, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
+  trainer, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
   trainer.prefetch_to_device = "prefetch"
   with pytest.raises(ValueError, match="prefetch_to_device must be None, True or False"):
     trainer._prefetches()  # pylint: disable=protected-access
@@ -119,7 +91,7 @@ def test_prefetch_to_device_takes_only_its_values(tmp_path):
 def test_classifier_fine_tuning_prefetched_is_the_same(tmp_path):
   """The same for a fine-tuning task (int32 labels of shape [B] travel as int64 too)."""
   from bert_tf.training.classifier import ClassifierTask  # pylint: disable=import-outside-toplevel
-  features = _examples()
+  features = tiny_loop.examples()
   features = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
   features["label_ids"] = np.arange(7 * BATCH, dtype=np.int32) % 3
 
