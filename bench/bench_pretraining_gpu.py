@@ -69,7 +69,7 @@ import _harness  # noqa: E402
 # (seq_length, max_predictions_per_seq) of the original's two pretraining phases.
 PHASES = {"1": (128, 20), "2": (512, 80)}
 # --prefetch_to_device's and --device_loop's values -> the Trainer's attributes.
-PREFETCH = {"auto": None, "true": True, "false": False}
+AUTO_BOOL = {"auto": None, "true": True, "false": False}
 SQUAD_SEQ_LENGTH = 384
 # Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
 DEFAULT_BATCH = {
@@ -77,6 +77,14 @@ DEFAULT_BATCH = {
     ("large", "phase1"): 128, ("large", "phase2"): 32, ("large", "squad"): 32,
     ("tiny", "phase1"): 4, ("tiny", "phase2"): 4, ("tiny", "squad"): 4,
 }
+
+
+def _define_auto_bool_list(name, values_help):
+  """A flag of Trainer attribute ``name``'s values to run side by side (``AUTO_BOOL``)."""
+  flags.DEFINE_list(name, ["auto"], f"Rows side by side: auto (the loop's default: off), "
+                    f"{values_help} (Trainer.{name}).")
+  flags.register_validator(name, lambda values: all(v.lower() in AUTO_BOOL for v in values),
+                           message=f"--{name} takes auto, true and/or false")
 
 
 def define_flags():
@@ -97,21 +105,12 @@ def define_flags():
                     "(run_pretraining.py's default; the batch is copied to the GPU inside the "
                     "loop, one copy per update) and/or one_device (OneDeviceStrategy fetches "
                     "the input to the GPU ahead of the loop).")
-  flags.DEFINE_list("prefetch_to_device", ["auto"],
-                    "Rows side by side: auto (the loop's default: off), true (tf.data copies "
-                    "the batches to the GPU in its own thread, two ahead of the loop), false "
-                    "(each update takes its batch from the host as it comes; "
-                    "Trainer.prefetch_to_device).")
-  flags.register_validator("prefetch_to_device",
-                           lambda values: all(v.lower() in PREFETCH for v in values),
-                           message="--prefetch_to_device takes auto, true and/or false")
-  flags.DEFINE_list("device_loop", ["auto"],
-                    "Rows side by side: auto (the loop's default: off), true (each host call's "
-                    "updates as one XLA computation, a while loop on the GPU over the call's "
-                    "batches, copied once), false (Trainer.device_loop).")
-  flags.register_validator("device_loop",
-                           lambda values: all(v.lower() in PREFETCH for v in values),
-                           message="--device_loop takes auto, true and/or false")
+  _define_auto_bool_list(
+      "prefetch_to_device", "true (tf.data copies the batches to the GPU in its own thread, "
+      "two ahead of the loop), false (each update takes its batch from the host as it comes)")
+  _define_auto_bool_list(
+      "device_loop", "true (each host call's updates as one XLA computation, a while loop "
+      "on the GPU over the call's batches, copied once), false")
   flags.DEFINE_integer("batch_size", None, "Per-GPU batch for every row (default: a table).")
   flags.DEFINE_integer("steps_per_loop", 20, "Updates per host call (in-graph loop).")
   flags.DEFINE_integer("loops", 3, "Timed host calls per row (after one warm-up call).")
@@ -190,8 +189,8 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
   trainer = loop.Trainer(strategy, bert_task, bert_model, optimizer, loop.LoopConfig(
       model_dir=tempfile.mkdtemp(), num_train_steps=100000, steps_per_loop=steps_per_loop,
       jit_compile=xla))
-  trainer.prefetch_to_device = PREFETCH[prefetch_to_device]
-  trainer.device_loop = PREFETCH[device_loop]
+  trainer.prefetch_to_device = AUTO_BOOL[prefetch_to_device]
+  trainer.device_loop = AUTO_BOOL[device_loop]
   train_loop = trainer.build_train_loop()
   iterator = trainer.make_iterator(lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
   n = tf.constant(steps_per_loop, tf.int32)

@@ -438,9 +438,7 @@ def run_step(args):
     # The update's HLO as TensorFlow hands it to XLA (not compiled, not run): for a GPU
     # compiler elsewhere (bench/gpu_compile_deviceless.py).
     features = {k: tf.constant(v) for k, v in batch.items()}
-    offsets = getattr(task, "denominator_offsets", {})
-    denominators = {k: v + offsets.get(k, 0.0)
-                    for k, v in task.loss_denominators(features).items()}
+    denominators = trainer._global_denominators(features, lambda v: v)  # pylint: disable=protected-access
     update = trainer._compiled_update  # pylint: disable=protected-access
     with open(args.lower_to, "w", encoding="utf-8") as f:
       f.write(update.experimental_get_compiler_ir(features, denominators)(stage="hlo"))
