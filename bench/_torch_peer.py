@@ -15,7 +15,9 @@ the GPU's; the result adds ``peak_gpu_memory_gb`` (bytes allocated at the peak o
 steps, warm-up excluded, as bert_tf's is measured) and ``peak_gpu_memory_gb_with_warmup``.
 
 The model is the same BERT as bert_tf's: same sizes, tanh-GELU (``gelu_pytorch_tanh``, the
-original's ``gelu``, as one fused kernel), LayerNorm eps 1e-12, dropout 0.1 when training.
+original's ``gelu``, as one fused kernel), LayerNorm eps 1e-12, dropout 0.1 when training
+(``--attention_probs_dropout_prob`` sets the attention's: 0 for the rows where bert_tf runs
+with 0, so that both sides do the same work; SDPA then needs no dropout in its kernel).
 ``mode=infer``: ``BertModel`` (encoder + pooler) in eval mode under ``torch.inference_mode``.
 ``mode=train``: ``BertModel`` + ``BertPreTrainingHeads`` (decoder tied to the word
 embeddings), the MLM head on the gathered masked positions only, loss = the original's
@@ -48,6 +50,9 @@ def main():
   parser.add_argument("--compile", action="store_true", help="torch.compile the model")
   parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                       help="bfloat16: autocast of the forward pass (weights stay float32)")
+  parser.add_argument("--attention_probs_dropout_prob", type=float, default=None,
+                      help="the attention probabilities' dropout (default: the config's, "
+                           "BERT's 0.1)")
   args = parser.parse_args()
 
   import torch  # pylint: disable=import-outside-toplevel
@@ -64,7 +69,9 @@ def main():
       num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
       intermediate_size=c["intermediate_size"], hidden_act="gelu_pytorch_tanh",
       hidden_dropout_prob=c["hidden_dropout_prob"],
-      attention_probs_dropout_prob=c["attention_probs_dropout_prob"],
+      attention_probs_dropout_prob=(c["attention_probs_dropout_prob"]
+                                    if args.attention_probs_dropout_prob is None
+                                    else args.attention_probs_dropout_prob),
       max_position_embeddings=c["max_position_embeddings"],
       type_vocab_size=c["type_vocab_size"], initializer_range=c["initializer_range"],
       layer_norm_eps=1e-12)
@@ -151,6 +158,7 @@ def main():
       versions={"python": platform.python_version(), "torch": torch.__version__,
                 "transformers": transformers.__version__},
       threads=torch.get_num_threads(),
+      attention_probs_dropout_prob=hf_config.attention_probs_dropout_prob,
       attn_implementation=getattr(bert.config, "_attn_implementation", None))
   if cuda:
     peak = torch.cuda.max_memory_allocated()

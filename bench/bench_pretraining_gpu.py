@@ -572,9 +572,9 @@ def table(results):
 
 
 def run_torch_peer(result):
-  """The Hugging Face peer on the same GPU, shapes and batch as a bert_tf pretraining
-  ``result`` (torch.compile, bf16 autocast when the row is bfloat16): a result dict with
-  ``sequences_per_second`` and ``mfu`` computed as bert_tf's."""
+  """The Hugging Face peer on the same GPU, shapes, batch and attention dropout as a bert_tf
+  pretraining ``result`` (torch.compile, bf16 autocast when the row is bfloat16): a result
+  dict with ``sequences_per_second`` and ``mfu`` computed as bert_tf's."""
   from bert_tf import flops  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
   cmd = [FLAGS.torch_python, os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -583,7 +583,10 @@ def run_torch_peer(result):
          f"--batch_size={result['batch_size']}", f"--seq_length={result['seq_length']}",
          f"--num_predictions={result['num_predictions']}", f"--dtype={result['dtype']}",
          f"--min_repeats={FLAGS.loops * FLAGS.steps_per_loop}",
-         f"--max_repeats={FLAGS.loops * FLAGS.steps_per_loop}"]
+         f"--max_repeats={FLAGS.loops * FLAGS.steps_per_loop}",
+         # The row's attention dropout (0 where bert_tf's row takes the fused kernel): the
+         # same work on both sides.
+         f"--attention_probs_dropout_prob={result['attention_probs_dropout_prob']}"]
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith(_harness.RESULT_PREFIX)]
   if not lines:
@@ -599,21 +602,23 @@ def run_torch_peer(result):
 
 
 def side_by_side(pairs):
-  """Markdown: bert_tf against the PyTorch peer, row by row."""
-  lines = ["| model | task | dtype | XLA | batch | bert_tf seq/s | MFU | GB | "
+  """Markdown: bert_tf against the PyTorch peer, row by row (with each side's attention
+  dropout: equal work only where they match)."""
+  lines = ["| model | task | dtype | XLA | batch | attention dropout | bert_tf seq/s | MFU | GB | "
            "HF torch.compile seq/s | MFU | GB | bert_tf / peer |",
-           "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
   def pct(x):
     return f"{100 * x:.1f}%" if x is not None else "n/a"
   for r, p in pairs:
+    dropout = f"{r.get('attention_probs_dropout_prob')} / {p.get('attention_probs_dropout_prob')}"
     if r.get("failed") or r.get("oom") or p.get("failed"):
       lines.append(f"| {r['model']} | {r['task']} | {r['dtype']} | {r['xla']} | "
-                   f"{r['batch_size']} | failed | | | failed | | | |")
+                   f"{r['batch_size']} | {dropout} | failed | | | failed | | | |")
       continue
     lines.append(
         f"| {r['model']} | {r['task']} | {r['dtype']} | {'yes' if r['xla'] else 'no'} | "
-        f"{r['batch_size']} | {r['sequences_per_second']:,.0f} | {pct(r.get('mfu'))} | "
-        f"{r.get('peak_gpu_memory_gb', float('nan')):.1f} | "
+        f"{r['batch_size']} | {dropout} | {r['sequences_per_second']:,.0f} | "
+        f"{pct(r.get('mfu'))} | {r.get('peak_gpu_memory_gb', float('nan')):.1f} | "
         f"{p['sequences_per_second']:,.0f} | {pct(p.get('mfu'))} | "
         f"{p.get('peak_gpu_memory_gb', float('nan')):.1f} | "
         f"{r['sequences_per_second'] / p['sequences_per_second']:.2f}x |")

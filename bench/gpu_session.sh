@@ -36,9 +36,12 @@ part() { local t=$1; shift; local done=/tmp/gpu_session_done/$(echo "$*" | md5su
   echo "=== $(date +%T) [$t s] $*" | tee -a "$L"
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"
   mkdir -p /tmp/gpu_session_done && touch "$done"; cp "$L" "$KEEP"; save_autotune; }
+# peer CONFIG BATCH SEQ PREDICTIONS [ATTENTION_DROPOUT]: the peer with the rows' attention
+# dropout (0 beside the fused-kernel rows: the same work on both sides; default BERT's 0.1).
 peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
-  --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20; }
+  --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20 \
+  --attention_probs_dropout_prob=${5:-0.1}; }
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
   --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
@@ -94,10 +97,11 @@ seen "prefetch_to_device=true .*seq/s" || \
 # 1a. The other fix for the idle time: each host call's updates as one XLA computation, a while
 #    loop on the GPU over the call's batches, copied once (Trainer.device_loop): no copy and no
 #    launch between two updates at all. With the row above's kernel, to compare; then
-#    the peer of these rows (1,461-1,469 seq/s on two H100 machines so far).
+#    the peer of these rows, with attention dropout 0 as theirs (with BERT's 0.1 it ran at
+#    1,461-1,469 seq/s on two H100 machines).
 row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --device_loop=true --profile --profile_top=12
-peer large 128 128 20
+peer large 128 128 20 0
 # 1c. Each candidate alone, where part 1 moved.
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
@@ -106,6 +110,7 @@ part 300 python3 bench/check_fused_attention.py --fused=cudnn,cudnn_btnh
 #    did not finish in 150 s on 2026-11-27), and BERT-Base phase 1, each against the peer.
 row 200 . --models=large --phases=2 --attention_implementations=auto \
   --attention_probs_dropout_prob=0
+peer large 32 512 80 0
 row 240 . --models=large --phases=2 --attention_implementations=xla
 peer large 32 512 80
 row 180 . --models=base --phases=1 --attention_implementations=auto

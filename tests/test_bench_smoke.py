@@ -225,3 +225,34 @@ def test_a_failed_row_with_profile_is_reported_and_the_bench_goes_on():
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
   assert "| tiny | phase1 | | float32 | True | 4 | failed |" in proc.stdout
+
+
+def test_the_peer_runs_with_the_rows_attention_dropout(tmp_path):
+  """--torch_python: the peer is called with the row's shapes and its attention dropout (0
+  where bert_tf's row takes the fused kernel), and the side-by-side table shows both sides'.
+  The peer interpreter here is a stub that records its arguments (torch is no dependency)."""
+  import json  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  record = tmp_path / "peer_args.json"
+  stub = tmp_path / "peer_python"
+  stub.write_text(
+      f"#!{sys.executable}\n"
+      "import json, sys\n"
+      f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+      "flags = dict(a[2:].split('=', 1) for a in sys.argv[2:] if '=' in a)\n"
+      "print('RESULT ' + json.dumps({'median_s': 0.5, 'peak_gpu_memory_gb': 1.5,\n"
+      "    'attention_probs_dropout_prob': float(flags['attention_probs_dropout_prob'])}))\n")
+  stub.chmod(0o755)
+  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                         "--smoke", "--phases=1", "--squad=false", "--xla=false",
+                         "--attention_probs_dropout_prob=0", f"--torch_python={stub}"],
+                        capture_output=True, text=True, check=False, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  args = json.loads(record.read_text())
+  assert args[0] == os.path.join(_BENCH, "_torch_peer.py")
+  assert {"--config=tiny", "--batch_size=4", "--seq_length=32", "--num_predictions=5",
+          "--mode=train", "--attention_probs_dropout_prob=0.0"} <= set(args[1:])
+  # 4 sequences in the stub's 0.5 s: 8 seq/s on the peer's side.
+  assert "| tiny | phase1 | float32 | no | 4 | 0.0 / 0.0 |" in proc.stdout
+  assert "| 8 | n/a | 1.5 |" in proc.stdout
