@@ -53,6 +53,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,11 @@ import _harness  # noqa: E402
 PHASES = {"1": (128, 20), "2": (512, 80)}
 # --prefetch_to_device's and --device_loop's values -> the Trainer's attributes.
 AUTO_BOOL = {"auto": None, "true": True, "false": False}
+# --compile_timers: the compile timers TensorFlow's XLA launcher and XLA's compilers log at
+# VLOG 1 (tsl's ScopedLoggingTimer lines: "<label> time: 1.2 s (1234567 us) (cumulative...").
+COMPILE_TIMER_VMODULE = "device_compiler=1,gpu_compiler=1,nvptx_compiler=1,cpu_compiler=1"
+_TIMER_LINE = re.compile(r"\] (?P<label>.+?) time: [^(\n]*\((?P<us>\d+) us\)")
+_INFO_LINE = re.compile(r"^I\d{4} ")
 SQUAD_SEQ_LENGTH = 384
 # Per-GPU batch sizes to try first (halved on OOM), by (model, task); sized for 80 GB.
 DEFAULT_BATCH = {
@@ -126,6 +132,9 @@ def define_flags():
   flags.DEFINE_string("torch_python", None, "An interpreter with torch (CUDA) and transformers: "
                       "also run the Hugging Face peer (bench/_torch_peer.py --device=cuda "
                       "--compile) on every pretraining row and print the side-by-side table.")
+  flags.DEFINE_bool("compile_timers", False, "Report where each row's warm-up went: the "
+                    "Python trace, and the compile timers TensorFlow's XLA launcher and XLA's "
+                    "compilers log (HLO passes with autotuning, LLVM, PTX to cubin).")
   flags.DEFINE_string("xla_flags", None, "Appended to XLA_FLAGS for every row (and recorded "
                       "in its result), e.g. --xla_gpu_enable_command_buffer=FUSION,CUBLAS,"
                       "CUBLASLT,CUSTOM_CALL (CUDA graphs) or --xla_gpu_enable_command_buffer= "
@@ -197,7 +206,9 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
 
   gpu = bool(tf.config.list_physical_devices("GPU"))
   start = time.perf_counter()
-  loss = float(train_loop(iterator, n).numpy())  # tracing, compilation, autotuning
+  train_loop.compiled.get_concrete_function(iterator, n)  # Python: the model, its gradient
+  trace_s = time.perf_counter() - start
+  loss = float(train_loop(iterator, n).numpy())  # + compilation, autotuning, one call
   warmup_s = time.perf_counter() - start
   if gpu:
     # The warm-up's peak includes XLA's autotuning scratch; the timed calls' peak is what
@@ -223,7 +234,7 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "device_looped": trainer._device_loops(),  # pylint: disable=protected-access
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
-      "warmup_s": warmup_s, "sequences_per_second": sequences_per_second,
+      "warmup_s": warmup_s, "trace_s": trace_s, "sequences_per_second": sequences_per_second,
       "tokens_per_second": sequences_per_second * seq_length,
       "train_flops_per_sequence": flops_per_sequence,
       "model_tflops_per_second": flops_per_sequence * sequences_per_second / 1e12,
@@ -497,8 +508,25 @@ def xla_flags_env(environ, extra):
   return " ".join(f for f in (environ.get("XLA_FLAGS", ""), extra or "") if f).strip()
 
 
+def compile_timers(log_text, top=8):
+  """The ``top`` largest compile timers in a worker's log (``--compile_timers``), summed by
+  label: ``[[label, seconds, count], ...]``. A label loses the module it names
+  ("GpuCompiler::RunHloPasses for a_inference_update_1" -> "GpuCompiler::RunHloPasses",
+  "Compiling [a_inference_update_1] for CPU using JIT" -> "Compiling for CPU using JIT")."""
+  totals = {}
+  for match in _TIMER_LINE.finditer(log_text):
+    label = re.sub(r"\s*\[[^\]]*\]", "", match.group("label"))
+    label = re.sub(r" for \S+$", "", label).strip()
+    seconds, count = totals.get(label, (0.0, 0))
+    totals[label] = (seconds + int(match.group("us")) / 1e6, count + 1)
+  return [[label, seconds, count] for label, (seconds, count)
+          in sorted(totals.items(), key=lambda item: -item[1][0])[:top]]
+
+
 def _run_subprocess(row):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  if FLAGS.compile_timers:
+    env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE=COMPILE_TIMER_VMODULE)
   if FLAGS.xla_flags:
     env["XLA_FLAGS"] = xla_flags_env(os.environ, FLAGS.xla_flags)
   proc = subprocess.run([sys.executable, os.path.abspath(__file__),
@@ -506,9 +534,13 @@ def _run_subprocess(row):
                         capture_output=True, text=True, env=env, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith(_harness.RESULT_PREFIX)]
   if not lines:
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-8:]
+    tail = [l for l in (proc.stderr or proc.stdout).strip().splitlines()
+            if not _INFO_LINE.match(l)][-8:]
     return dict(row, failed=True, error="\n".join(tail))
-  return json.loads(lines[-1][len(_harness.RESULT_PREFIX):])
+  result = json.loads(lines[-1][len(_harness.RESULT_PREFIX):])
+  if FLAGS.compile_timers:
+    result["compile_timers"] = compile_timers(proc.stderr)
+  return result
 
 
 def run_row(row):
@@ -649,6 +681,10 @@ def run_driver():
     result = run_row(row)
     results.append(result)
     print(_format(result), flush=True)
+    if result.get("compile_timers") is not None:
+      print(f"  warm-up {result['warmup_s']:.1f} s: Python trace {result['trace_s']:.1f} s; "
+            + "; ".join(f"{label} {seconds:.1f} s ({count}x)"
+                        for label, seconds, count in result["compile_timers"]), flush=True)
     if isinstance(result.get("profile"), dict):  # a failed row keeps its row's profile=True
       print(profile_tables(result["profile"]), flush=True)
     if (FLAGS.torch_python and result["task"] != "squad" and not result.get("failed")

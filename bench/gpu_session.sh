@@ -42,24 +42,17 @@ peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
   --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20 \
   --attention_probs_dropout_prob=${5:-0.1}; }
+# Every row says where its warm-up went (--compile_timers: the Python trace, TensorFlow's XLA
+# compile, XLA's HLO passes with autotuning, LLVM, PTX to cubin): 186 s on 2026-11-27 where
+# XLA's deviceless compile of the same module takes 23 s on this repository's 2-core machine.
 row() { local t=$1 tree=$2; shift 2; part "$t" python3 $tree/bench/bench_pretraining_gpu.py \
-  --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 "$@"; }
+  --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=10 --loops=2 --compile_timers "$@"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >> "$L"
-# 0. XLA's last compile step (LLVM IR -> PTX -> cubin) runs on one thread under TensorFlow,
-#    which hands XLA no compile thread pool (read in TF's device_compiler_client.cc and XLA's
-#    gpu_compiler.cc, CompileAndLink): these two flags split the module over 16 threads of
-#    its own. Kept for every row if a 2-layer model compiles and trains with them (XLA fails
-#    the compile where no compilation provider links; the rows' warm-up times show the gain:
-#    186 s on 2026-11-27 without).
-PAR="--xla_gpu_enable_llvm_module_compilation_parallelism=true --xla_gpu_force_compilation_parallelism=16"
-if [ ! -e /tmp/gpu_session_par ]; then
-  echo "=== $(date +%T) parallel compile probe" >> "$L"
-  if XLA_FLAGS="$XLA_FLAGS $PAR" timeout -k 5 120 python3 bench/bench_pretraining_gpu.py \
-      --models=tiny --phases=1 --squad=false --dtypes=bfloat16 --xla=true --steps_per_loop=2 \
-      --loops=1 >> "$L" 2>&1 && seen "tiny  phase1.*seq/s"; then
-    echo on > /tmp/gpu_session_par; else echo off > /tmp/gpu_session_par; fi
-  echo "=== parallel compile: $(cat /tmp/gpu_session_par) $(date +%T)" | tee -a "$L"; fi
-[ "$(cat /tmp/gpu_session_par)" = on ] && export XLA_FLAGS="$XLA_FLAGS $PAR"
+# 0. (Until 2026-11-27 a probe of XLA's parallel LLVM compile ran here. Not any more: XLA's
+#    deviceless compile of the whole BERT-Large update spends 8.4 s in its HLO passes and 8.4 s
+#    in LLVM and ptxas (185 modules) on this repository's 2-core machine, so splitting the LLVM
+#    module cannot explain, or save much of, a 186-s warm-up; --compile_timers on every row
+#    now says where it goes.)
 # 0b. The fused paths' loss and gradients against the plain path inside a 4-layer BERT (head
 #    size 64, as BERT-Large's), padded batch (cheap; part 1c does BERT-Large). The kernel on
 #    the [B,S,N,D] layout (cudnn_btnh) has never run on a GPU: the rows below take it only if
@@ -81,13 +74,6 @@ BTNH=$(cat /tmp/gpu_session_btnh)
 #    The profiles part the effects: idle stretches (prefetch) and transpose time (btnh).
 row 260 . --models=large --phases=1 --attention_implementations=auto \
   --attention_probs_dropout_prob=0 --profile --profile_top=12
-# Where the parallel compile passed the 2-layer probe but BERT-Large's row failed: without it.
-if [ "$(cat /tmp/gpu_session_par)" = on ] && ! seen "^large phase1 .*seq/s"; then
-  echo off > /tmp/gpu_session_par; export XLA_FLAGS="${XLA_FLAGS% $PAR}"
-  echo "=== parallel compile: off (the BERT-Large row failed with it)" | tee -a "$L"
-  row 260 . --models=large --phases=1 --attention_implementations=auto \
-    --attention_probs_dropout_prob=0 --profile --profile_top=12 \
-    --xla_flags=--xla_gpu_enable_llvm_module_compilation_parallelism=false; fi
 row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
 # Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel's row alone.
@@ -126,7 +112,10 @@ part 240 python3 bench/bench_pretraining_gpu.py --models=large --phases=2 --squa
 #    intermediate layer's GEMM its bias and (tanh) GELU as a GELU_AUX_BIAS epilogue, writing the
 #    activation and its input from the GEMM instead of a separate pass over two bf16[B*S,4H]
 #    (TensorFlow's H200 module ran that GEMM as __cublas$gemm and the bias and GELU as a kernel
-#    of their own). The deviceless compile cannot tell (no autotuning: every GEMM is Triton).
+#    of their own). Unlikely to change anything: the deviceless compile with cuBLAS GEMMs
+#    (--xla_gpu_enable_triton_gemm=false) already makes them cuBLASLt calls, with a BIAS
+#    epilogue on 8 of a 2-layer update's 36 (10 without the GELU's recomputation, which keeps
+#    the intermediate GEMM's own output), but no GELU epilogue either way (2026-11-27).
 part 200 python3 bench/bench_pretraining_gpu.py --models=large --phases=1 --squad=false \
   --dtypes=bfloat16 --xla=true --attention_implementations=auto --attention_probs_dropout_prob=0 \
   --steps_per_loop=10 --loops=2 --profile --xla_flags=--xla_gpu_enable_cublaslt=true
@@ -134,4 +123,4 @@ part 200 python3 bench/bench_pretraining_gpu.py --models=large --phases=1 --squa
 #    segfaults with command buffers off too, under both launchers: 2026-11-27).
 if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args python3 \
   /tmp/base/fmha_dropout_probe2.py padding; fi
-grep -h "phase\|PASS\|FAIL\|^RESULT\|works\|^=== exit" "$L" | cut -c1-400
+grep -h "phase\|warm-up\|PASS\|FAIL\|^RESULT\|works\|^=== exit" "$L" | cut -c1-400

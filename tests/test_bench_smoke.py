@@ -227,13 +227,15 @@ def test_a_failed_row_with_profile_is_reported_and_the_bench_goes_on():
   assert "| tiny | phase1 | | float32 | True | 4 | failed |" in proc.stdout
 
 
-def test_the_peer_runs_with_the_rows_attention_dropout(tmp_path):
-  """--torch_python: the peer is called with the row's shapes and its attention dropout (0
-  where bert_tf's row takes the fused kernel), and the side-by-side table shows both sides'.
-  The peer interpreter here is a stub that records its arguments (torch is no dependency)."""
+
+@pytest.fixture(scope="module")
+def stub_peer_run(tmp_path_factory):
+  """One XLA smoke row with --compile_timers and --torch_python: a stub peer interpreter that
+  records its arguments (torch is no dependency). Returns (stdout, the peer's arguments)."""
   import json  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+  tmp_path = tmp_path_factory.mktemp("peer")
   record = tmp_path / "peer_args.json"
   stub = tmp_path / "peer_python"
   stub.write_text(
@@ -245,14 +247,64 @@ def test_the_peer_runs_with_the_rows_attention_dropout(tmp_path):
       "    'attention_probs_dropout_prob': float(flags['attention_probs_dropout_prob'])}))\n")
   stub.chmod(0o755)
   proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--phases=1", "--squad=false", "--xla=false",
-                         "--attention_probs_dropout_prob=0", f"--torch_python={stub}"],
+                         "--smoke", "--phases=1", "--squad=false", "--xla=true",
+                         "--compile_timers", "--attention_probs_dropout_prob=0",
+                         f"--torch_python={stub}"],
                         capture_output=True, text=True, check=False, timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  args = json.loads(record.read_text())
+  return proc.stdout, json.loads(record.read_text())
+
+
+def test_the_peer_runs_with_the_rows_attention_dropout(stub_peer_run):
+  """--torch_python: the peer is called with the row's shapes and its attention dropout (0
+  where bert_tf's row takes the fused kernel), and the side-by-side table shows both sides'."""
+  stdout, args = stub_peer_run
   assert args[0] == os.path.join(_BENCH, "_torch_peer.py")
   assert {"--config=tiny", "--batch_size=4", "--seq_length=32", "--num_predictions=5",
           "--mode=train", "--attention_probs_dropout_prob=0.0"} <= set(args[1:])
   # 4 sequences in the stub's 0.5 s: 8 seq/s on the peer's side.
-  assert "| tiny | phase1 | float32 | no | 4 | 0.0 / 0.0 |" in proc.stdout
-  assert "| 8 | n/a | 1.5 |" in proc.stdout
+  assert "| tiny | phase1 | float32 | yes | 4 | 0.0 / 0.0 |" in stdout
+  assert "| 8 | n/a | 1.5 |" in stdout
+
+
+def test_compile_timers_say_where_the_warm_up_went(stub_peer_run):
+  """--compile_timers: the row's warm-up line names the Python trace and TensorFlow's own
+  timer of its XLA compiles (one per compiled function of the CPU path), read from the
+  worker's log."""
+  import re  # pylint: disable=import-outside-toplevel
+  stdout, _ = stub_peer_run
+  line = next(l for l in stdout.splitlines() if l.startswith("  warm-up "))
+  match = re.match(r"  warm-up ([\d.]+) s: Python trace ([\d.]+) s; (.*)$", line)
+  assert match, line
+  warmup, trace = float(match.group(1)), float(match.group(2))
+  assert 0 < trace < warmup
+  compiles = re.search(r"Compilation of XLA executable ([\d.]+) s \((\d+)x\)", match.group(3))
+  assert compiles, line
+  assert 0 < float(compiles.group(1)) < warmup and int(compiles.group(2)) >= 1
+  assert "Compiling for CPU using JIT" in line
+
+
+def test_compile_timer_lines_are_summed_by_label():
+  """The parser on XLA's GPU timer lines (labels as in TensorFlow 2.21's XLA) and the CPU's:
+  the module a label names is dropped, equal labels are summed and counted, largest first."""
+  bench = _load_bench()
+  log = "\n".join([
+      "I0000 00:00:1.0 1 gpu_compiler.cc:1] GpuCompiler::RunHloPasses for a_inference_update_7 "
+      "time: 1.50 min (90000000 us) (cumulative: 1.50 min, max: 1.50 min, #called: 1)",
+      "I0000 00:00:1.0 1 nvptx_compiler.cc:2] NVPTXCompiler::CompileTargetBinary - PtxToCubin "
+      "for a_inference_update_7 time: 20.0 s (20000000 us) (cumulative: 20.0 s)",
+      "I0000 00:00:1.0 1 nvptx_compiler.cc:2] NVPTXCompiler::CompileTargetBinary - PtxToCubin "
+      "for a_inference_update_7 time: 5.0 s (5000000 us) (cumulative: 25.0 s)",
+      "W0000 00:00:1.0 1 something.cc:3] unrelated time: 9 s",
+      "I0000 00:00:1.0 1 cpu_compiler.cc:4] Compiling [a_inference_x__1] for CPU using JIT "
+      "time: 34.2 ms (34242 us) (cumulative: 34.2 ms, max: 34.2 ms, #called: 1)",
+      "I0000 00:00:1.0 1 device_compiler.h:5] Compilation of XLA executable time: 2.00 min "
+      "(120000000 us) (cumulative: 2.00 min)",
+  ])
+  assert bench.compile_timers(log) == [
+      ["Compilation of XLA executable", 120.0, 1],
+      ["GpuCompiler::RunHloPasses", 90.0, 1],
+      ["NVPTXCompiler::CompileTargetBinary - PtxToCubin", 25.0, 2],
+      ["Compiling for CPU using JIT", pytest.approx(0.034242), 1]]
+  assert bench.compile_timers(log, top=1) == [["Compilation of XLA executable", 120.0, 1]]
+
