@@ -6,12 +6,13 @@
 # Each part is bounded (a crash or a hang costs only its part) and appends to log.txt as it goes,
 # most needed first, so that one session's device time (about 10 minutes after the carry; a
 # BERT-Large row spent 186 s before its first update on 2026-11-27) ends with the answers that
-# decide the next change: a cheap check of the fused kernels' gradients, today's default
-# against the two candidate fixes in one row (the batches prefetched to the GPU by tf.data,
-# for the host stalls; the fused kernel on the [B,S,N,D] layout, for the transposes, if it
-# passed the check: the profile tells the two apart), the updates looped on the device (the
-# other fix for the stalls), the peer, then phase 2 and BERT-Base against the peer, then the
-# checks that wait for a longer session. XLA's autotuning results go back as
+# decide the next change: a cheap check of the fused kernels' gradients, then the two likeliest
+# fixes in one row (the updates looped on the device, for the host stalls; the fused kernel on
+# the [B,S,N,D] layout, for the transposes, if it passed the check: the profile tells the two
+# apart) and the peer beside it, then the other fix for the stalls (the batches prefetched to
+# the GPU by tf.data) and today's default, then phase 2 and BERT-Base against the peer, then
+# the checks that wait for a longer session. Every row reports where its warm-up went
+# (--compile_timers). XLA's autotuning results go back as
 # $OUT/gpu_session/autotune.tgz after every part: keep it as .gpu/autotune.tgz here and carry
 # it the next time (restored below), so that rows skip what an earlier session tuned.
 set -u
@@ -64,33 +65,34 @@ if [ ! -e /tmp/gpu_session_btnh ]; then
     || echo auto > /tmp/gpu_session_btnh
   echo "=== the kernel rows take: $(cat /tmp/gpu_session_btnh)" | tee -a "$L"; fi
 BTNH=$(cat /tmp/gpu_session_btnh)
-# 1. BERT-Large phase 1 (fused attention, attention dropout 0) as main trains it today (the
-#    batch copied from the host at each update's launch: 1,312.6 seq/s on 2026-11-27 at
-#    0e98937, host stalls of 9.7 ms per update), then with both candidate fixes: the batches
-#    prefetched to the GPU by tf.data's own thread (Trainer.prefetch_to_device; the in-loop
-#    fetch-ahead tried first measured 1,210 seq/s, idle 19.8 ms, and is gone) and the fused
-#    kernel on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
+# 1. BERT-Large phase 1 (fused attention, attention dropout 0) with both candidate fixes first,
+#    the likeliest to reach the peer: each host call's updates as one XLA computation, a while
+#    loop on the GPU over the call's batches, copied once (Trainer.device_loop: no copy and no
+#    launch between two updates; the host stalls were 9.7 ms per update with the batch copied
+#    at each launch, 0e98937, and 14.0 with the fetch-ahead that is gone), and the fused kernel
+#    on the hidden stream's [B,S,N,D] layout (cudnn_btnh: no transposes around it on the
 #    deviceless compile; 11.3 ms of transposes per update on the GPU; where part 0b passed it).
-#    The profiles part the effects: idle stretches (prefetch) and transpose time (btnh).
-row 260 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --profile --profile_top=12
-row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
-  --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
-# Prefetching to a GPU ran on CPU only so far: if that row failed, the kernel's row alone.
-seen "prefetch_to_device=true .*seq/s" || \
-  row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
-    --attention_probs_dropout_prob=0 --profile --profile_top=12
-# 1a. The other fix for the idle time: each host call's updates as one XLA computation, a while
-#    loop on the GPU over the call's batches, copied once (Trainer.device_loop): no copy and no
-#    launch between two updates at all. With the row above's kernel, to compare; then
-#    the peer of these rows, with attention dropout 0 as theirs (with BERT's 0.1 it ran at
-#    1,461-1,469 seq/s on two H100 machines).
+#    The profile parts the effects: idle stretches and transpose time. Then the peer, with
+#    attention dropout 0 as these rows (with BERT's 0.1 it ran at 1,461-1,469 seq/s on two
+#    H100 machines): the ratio in the same call.
 row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --device_loop=true --profile --profile_top=12
+# The device loop ran on CPU only so far: if that row failed, the kernel's row alone.
+seen "device_loop=true .*seq/s" || \
+  row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
+    --attention_probs_dropout_prob=0 --profile --profile_top=12
 peer large 128 128 20 0
-# 1c. Each candidate alone, where part 1 moved.
-row 260 . --models=large --phases=1 --attention_implementations=auto \
+# 1a. The other fix for the idle time, the batches prefetched to the GPU by tf.data's own
+#    thread (Trainer.prefetch_to_device), with the same kernel; then today's default (the batch
+#    copied from the host at each update's launch: 1,312.6 seq/s at 0e98937).
+row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
+row 260 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --profile --profile_top=12
+# 1c. The idle fix alone (with `auto`'s kernel; the same row as part 1's where part 0b did not
+#    pass cudnn_btnh, then not run again), and the fused paths' check inside BERT-Large.
+row 260 . --models=large --phases=1 --attention_implementations=auto \
+  --attention_probs_dropout_prob=0 --device_loop=true --profile --profile_top=12
 part 300 python3 bench/check_fused_attention.py --fused=cudnn,cudnn_btnh
 # 2. Phase 2 with the fused kernel (attention dropout 0) and with the original recipe (`xla`;
 #    did not finish in 150 s on 2026-11-27), and BERT-Base phase 1, each against the peer.
