@@ -430,6 +430,11 @@ def profile_tables(profile):
   lines += ["", f"Per update: {profile['launches']:,.0f} device events (kernels and copies), "
             f"span {profile['span_ms']:.2f} ms, busy {profile['busy_ms']:.2f} ms, "
             f"idle {profile['idle_ms']:.2f} ms", "",
+            # TensorFlow 2.21's XLA runs its command buffers (CUDA graphs) thunk by thunk
+            # while a profiler session is active, with no flag to keep them: the traced call
+            # launches every kernel on its own, the timed calls do not (BENCHMARKS.md).
+            "Traced without XLA's CUDA graphs (off under the profiler): the short idle "
+            "stretches are those of kernel-by-kernel launches.", "",
             "| idle stretch | count/update | ms/update |", "|---|---:|---:|"]
   for _, label in GAP_BINS:
     count, ms = profile["gaps"][label]

@@ -33,7 +33,9 @@ import re
 import sys
 
 # sm_90 as XLA's GPU compiler reads it (GpuTargetConfigProto, text format). The H200 is the
-# same chip with more and faster memory.
+# same chip with more and faster memory. The driver version matters to the thunk sequence:
+# without one XLA reads 0.0.0 (< 12.3) and leaves cuDNN, cuBLAS(Lt) and custom calls out of
+# its command buffers (CUDA graphs), which on a GPU (driver 580 on the lent H100s) it puts in.
 _H100 = """
 gpu_device_info {
   threads_per_block_limit: 1024
@@ -54,6 +56,7 @@ gpu_device_info {
   cuda_compute_capability { major: 9 }
   registers_per_core_limit: 65536
   registers_per_block_limit: 65536
+  driver_version: "12.9.0"
 }
 platform_name: "CUDA"
 dnn_version_info { major: 9 minor: 10 }

@@ -37,6 +37,12 @@ def test_targets_name_sm90_parts():
   for name, config in gpu_compile_deviceless.TARGETS.items():
     assert "cuda_compute_capability { major: 9 }" in config, name
     assert re.search(r"core_count: 132\b", config)
+    # A driver version inside gpu_device_info, at least XLA's 12.3 for cuDNN, cuBLAS(Lt) and
+    # custom calls in command buffers (command_buffer_conversion_pass.cc): without one XLA
+    # reads 0.0.0 and the dumped thunk sequence is not what a GPU runs.
+    device_info = config[config.index("gpu_device_info {"):config.index("}\nplatform_name")]
+    version = re.search(r'driver_version: "(\d+)\.(\d+)\.(\d+)"', device_info)
+    assert version and tuple(map(int, version.groups())) >= (12, 3, 0), name
   assert "H100" in gpu_compile_deviceless.TARGETS["h100"]
 
 
