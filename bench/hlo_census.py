@@ -574,8 +574,8 @@ def main(argv=None):
   parser.add_argument("--vocab", type=int, default=30522)
   parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"))
   parser.add_argument("--attention_implementation", default="auto",
-                      help="BertConfig.attention_implementation (xla_recompute: softmax and "
-                      "attention dropout as layers.softmax_dropout, opt-in).")
+                      help="BertConfig.attention_implementation (xla_recompute: the attention "
+                      "recomputed in the backward pass, layers.attention_recomputed).")
   parser.add_argument("--attention_probs_dropout_prob", type=float, default=None,
                       help="BertConfig's (default: BERT's 0.1; 0 lets `auto` take cuDNN's "
                       "fused attention on a GPU, --gpu).")

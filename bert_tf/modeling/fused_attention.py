@@ -15,12 +15,14 @@ float32) to the backward call. The kernel never writes the ``[B,N,F,T]`` scores.
 
   ``xla``    the plain path: scores, float32 softmax, dropout, context as separate ops (the
              original's numbers; the probabilities and the mask kept for the backward pass).
-  ``xla_recompute``  as ``xla``, except in training with the "hash" dropout masks (what the
-             training loop picks under ``jit_compile``): the softmax and the attention
-             dropout run as ``layers.softmax_dropout``, the same forward numbers with one
-             gradient expression that recomputes the probabilities and the mask instead of
-             keeping them (gradients equal to float32 rounding). Opt-in until measured on a
-             GPU: on CPU it costs ~7% more time and saves nothing (BENCHMARKS.md).
+  ``xla_recompute``  as ``xla``, except in training with attention dropout and the "hash"
+             dropout masks (what the training loop picks under ``jit_compile``): the
+             backward pass recomputes the attention (the q·kᵀ product, the softmax, the
+             mask) instead of keeping its ``[B,N,F,T]`` tensors (``layers.
+             attention_recomputed``; the same forward numbers, gradients equal to float32
+             rounding). Opt-in, a trade of time for memory: on XLA's compile for an H100,
+             BERT-Large phase 2 plans half the temporary memory (14.7 GiB instead of 29.4)
+             for 12% more bytes moved (BENCHMARKS.md); its time is for a GPU to measure.
   ``cudnn``  the fused kernel; a ``BertTfError`` where it cannot run (``fused_unavailable``).
   ``auto``   the fused kernel where it can run and nothing is lost: a GPU of compute
              capability 8.0 or newer, inside an XLA computation (``jit_compile``), a 16-bit

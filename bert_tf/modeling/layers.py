@@ -318,74 +318,58 @@ def softmax_to(logits, dtype):
   return fn(logits)
 
 
-def softmax_dropout(scores, adder, scale, rate, seed, dtype):
-  """``hash_dropout(softmax_to(cast(scores, float32) * scale + adder, dtype), rate, seed)``
-  with one gradient for both that keeps no ``[B,N,F,T]`` tensor of its own for the backward
-  pass. Returns the dropped probabilities and the probabilities, both in ``dtype``.
+def attention_recomputed(q, k, v, adder, scale, rate, seed):
+  """The attention's core with attention dropout, ``dropout(softmax(q·kᵀ·scale + adder))·v``,
+  whose backward pass recomputes it instead of keeping any ``[B,N,F,T]`` tensor.
 
-  The forward pass is the composition's, op for op (the same numbers). The composition's
-  backward pass would keep the probabilities (XLA on a GPU kept them in float32), the dropout
-  mask (``pred``) and the dropped probabilities (the context GEMM's operand, needed for v's
-  gradient); this one keeps only ``scores`` (the q·kᵀ GEMM's output, in the compute dtype)
-  and the 2 seed integers, and computes the gradient in one expression over ``[B,N,F,T]``:
-  the probabilities recomputed from ``scores`` (the same ops, so the same numbers) and the
-  mask regenerated from the seed (``hash_keep``), then
-  ``d_scores = scale * p * (dp - sum(dp * p))`` with ``dp = d_dropped * keep / (1 - rate)``
-  (+ the gradient reaching the probabilities themselves), rounded as the composition's
-  gradient is. Under XLA the recomputation goes through an optimization barrier, so that XLA
-  does not merge it with the forward pass's (and keep those results alive instead).
+  The plain path keeps, per layer, the scores (or the probabilities), the dropout mask and the
+  dropped probabilities for the backward pass: on XLA's compile for an H100, 0.6 GB per
+  layer of BERT-Large at phase 2's shape, half of the update's temporary memory. Here the
+  backward pass runs the same forward ops again (the q·kᵀ product, the float32 softmax, the
+  hash mask regenerated from ``seed``) and takes autodiff's gradient of them, so the numbers
+  are the plain path's: the forward bit for bit, the gradients to float32 rounding (XLA fuses
+  them differently). The recomputation sits behind an optimization barrier that also holds
+  the incoming gradient, so XLA can neither merge it with the forward pass nor schedule it
+  before the backward pass reaches the layer (either would keep the tensors alive again).
+  Outside an XLA computation this is the plain composition.
 
   Args:
-    scores: [B,N,F,T] q·kᵀ (unscaled), float32 or 16-bit.
+    q, k, v: [B,N,F,D], [B,N,T,D], [B,N,T,D] in the compute dtype.
     adder: [B,1,1,T] float32, 0 attended / -10000 padding (no gradient).
     scale: 1/sqrt(D), a Python float.
-    rate: the dropout rate, 0 < rate < 1.
+    rate: the attention dropout rate, 0 < rate < 1.
     seed: int32 [2], the dropout layer's ``next_seed()`` (no gradient).
-    dtype: the probabilities' dtype (the compute dtype).
+  Returns:
+    The context, [B,F,N,D] in the compute dtype.
   """
-  dtype = tf.as_dtype(dtype)
-  keep_scale = 1.0 / (1.0 - rate)
-  barrier = in_xla_computation()
+  def core(q, k, v, adder, seed):  # BertSelfAttention's plain path, op for op
+    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)
+    scores = tf.cast(scores, tf.float32) * scale
+    scores += adder
+    probs = softmax_to(scores, v.dtype)
+    return tf.einsum("BNFT,BNTD->BFND", hash_dropout(probs, rate, seed), v)
+
+  if not in_xla_computation():
+    return core(q, k, v, adder, seed)
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
   # The backward pass is traced outside this name scope; it re-enters it under
   # "gradient_tape/", as TensorFlow names gradients (bench/hlo_census.py counts by layer).
   scope = tf.get_current_name_scope()
 
-  def probs_of(scores, adder):  # softmax_to's forward pass
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder, axis=-1)
-    return probs if dtype == tf.float32 else tf.cast(probs, dtype)
-
-  def dropped_of(probs, seed):  # hash_dropout's expression
-    return probs * tf.cast(keep_scale, dtype) * tf.cast(hash_keep(tf.shape(probs), rate, seed),
-                                                        dtype)
-
   @tf.custom_gradient
-  def fn(scores, adder, seed):
-    probs = probs_of(scores, adder)
-
-    def grad(d_dropped, d_probs):
+  def fn(q, k, v, adder, seed):
+    def grad(d_context):
       with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
-        return grad_in_scope(d_dropped, d_probs)
+        q2, k2, v2, adder2, seed2, d_context = xla.optimization_barrier(
+            q, k, v, adder, seed, d_context)
+        with tf.GradientTape() as tape:
+          tape.watch([q2, k2, v2])
+          context = core(q2, k2, v2, adder2, seed2)
+        return (*tape.gradient(context, [q2, k2, v2], output_gradients=d_context), None, None)
 
-    def grad_in_scope(d_dropped, d_probs):
-      s, a, sd = scores, adder, seed
-      if barrier:
-        from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
-        s, a, sd = xla.optimization_barrier(s, a, sd)
-      p = probs_of(s, a)
-      # The dropout's gradient as the composition rounds it: (d * scale) * keep in ``dtype``.
-      dp = dropped_of(tf.cast(d_dropped, dtype), sd)
-      if d_probs is not None:
-        dp += tf.cast(d_probs, dtype)
-      if dtype == tf.float32:  # tf.nn.softmax's gradient (SoftmaxGrad): (dp - sum(dp p)) p
-        d_logits = (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True)) * p
-      else:  # softmax_to's: from the rounded probabilities, in float32
-        p, dp = tf.cast(p, tf.float32), tf.cast(dp, tf.float32)
-        d_logits = p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True))
-      return tf.cast(d_logits * scale, scores.dtype), None, None
+    return core(q, k, v, adder, seed), grad
 
-    return (dropped_of(probs, seed), probs), grad
-
-  return fn(scores, adder, seed)
+  return fn(q, k, v, adder, seed)
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -401,7 +385,8 @@ class BertSelfAttention(_ConfigLayer):
   Call: ``(x [B,S,H], attention_adder [B,1,1,S] float32)`` ->
   ``(context [B,S,H], attention_probs [B,N,S,S] float32)``; with ``output_attentions=False``
   the attention may run as cuDNN's fused kernel (``config.attention_implementation``,
-  ``fused_attention``), which forms no probabilities: ``attention_probs`` is then None.
+  ``fused_attention``), which forms no probabilities, or (``xla_recompute``, training with
+  attention dropout) as ``attention_recomputed``: ``attention_probs`` is then None.
   """
 
   def __init__(self, config, **kwargs):
@@ -454,15 +439,14 @@ class BertSelfAttention(_ConfigLayer):
           dropout_rate=self.dropout.rate if training else 0.0)  # [B,N,F,D]
       context = tf.transpose(context, [0, 2, 1, 3])  # [B,F,N,D]
       return tf.reshape(context, [batch, seq, c.hidden_size]), None
-    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
     scale = 1.0 / math.sqrt(float(c.head_size))
     if (training and 0.0 < self.dropout.rate < 1.0 and self.dropout.rng == "hash"
-        and c.attention_implementation == "xla_recompute"):
-      # Softmax and dropout with one gradient that keeps no [B,N,F,T] tensor of its own.
-      dropped, probs = softmax_dropout(scores, attention_adder, scale, self.dropout.rate,
-                                       self.dropout.next_seed(), v.dtype)
-      context = tf.einsum("BNFT,BNTD->BFND", dropped, v)  # [B,F,N,D]
-      return tf.reshape(context, [batch, seq, c.hidden_size]), tf.cast(probs, tf.float32)
+        and c.attention_implementation == "xla_recompute" and not output_attentions):
+      # The same ops, recomputed in the backward pass: no [B,N,F,T] tensor kept for it.
+      context = attention_recomputed(q, k, v, attention_adder, scale, self.dropout.rate,
+                                     self.dropout.next_seed())  # [B,F,N,D]
+      return tf.reshape(context, [batch, seq, c.hidden_size]), None
+    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
     scores = tf.cast(scores, tf.float32) * scale
     scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
     probs = softmax_to(scores, v.dtype)  # [B,N,F,T] in the compute dtype
@@ -479,7 +463,8 @@ class TransformerBlock(_ConfigLayer):
   ffn:       dense(I, act) -> dense(H) -> dropout -> LayerNorm(x + attention_output)
 
   Call: ``(x [B,S,H], attention_adder [B,1,1,S])`` -> ``(output [B,S,H], probs [B,N,S,S])``
-  (``probs`` None where ``output_attentions=False`` let the fused kernel run);
+  (``probs`` None where ``output_attentions=False`` let the fused kernel or the recomputed
+  attention run);
   ``output`` in the compute dtype: each residual add + LayerNorm reads 16-bit tensors under
   mixed precision, computes in float32 and rounds its output once (float32: no rounding).
   """

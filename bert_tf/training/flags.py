@@ -128,8 +128,9 @@ def define_loop_flags(flag_values=FLAGS):
       "auto: cuDNN's fused attention where it applies (GPU, XLA, bfloat16/float16, no "
       "attention dropout: attention_probs_dropout_prob 0 in the BERT config), else xla; "
       "xla: the original's attention ops always; xla_recompute: as xla, with the "
-      "softmax+dropout gradient recomputed instead of kept (training under XLA; opt-in, "
-      "unmeasured on GPUs); cudnn: the fused kernel or a one-line error; "
+      "attention recomputed in the backward pass instead of its [B,N,S,S] tensors kept "
+      "(training with attention dropout under XLA: less memory, more time; opt-in); "
+      "cudnn: the fused kernel or a one-line error; "
       "cudnn_dropout: the fused kernel with cuDNN's dropout (experimental). README: "
       "'Fused attention on a GPU'.", flag_values=fv)
   flags.DEFINE_enum(

@@ -1,5 +1,5 @@
 """One training-mode update of a small BERT on a padded batch, shared by the tests that compare
-two ways of computing the same gradients (test_softmax_dropout, test_recomputed_activation)."""
+two ways of computing the same gradients (test_attention_recomputed, test_recomputed_activation)."""
 
 import numpy as np
 import tensorflow as tf
