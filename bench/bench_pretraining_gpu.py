@@ -206,8 +206,11 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
 
   gpu = bool(tf.config.list_physical_devices("GPU"))
   start = time.perf_counter()
-  train_loop.compiled.get_concrete_function(iterator, n)  # Python: the model, its gradient
-  trace_s = time.perf_counter() - start
+  try:  # the Python trace alone (the model, its gradient); a nicety: never fail the row on it
+    train_loop.compiled.get_concrete_function(iterator, n)
+    trace_s = time.perf_counter() - start
+  except Exception:  # pylint: disable=broad-except
+    trace_s = None
   loss = float(train_loop(iterator, n).numpy())  # + compilation, autotuning, one call
   warmup_s = time.perf_counter() - start
   if gpu:
@@ -687,7 +690,8 @@ def run_driver():
     results.append(result)
     print(_format(result), flush=True)
     if result.get("compile_timers") is not None:
-      print(f"  warm-up {result['warmup_s']:.1f} s: Python trace {result['trace_s']:.1f} s; "
+      trace = f"{result['trace_s']:.1f} s" if result.get("trace_s") is not None else "n/a"
+      print(f"  warm-up {result['warmup_s']:.1f} s: Python trace {trace}; "
             + "; ".join(f"{label} {seconds:.1f} s ({count}x)"
                         for label, seconds, count in result["compile_timers"]), flush=True)
     if isinstance(result.get("profile"), dict):  # a failed row keeps its row's profile=True
