@@ -318,6 +318,16 @@ def softmax_to(logits, dtype):
   return fn(logits)
 
 
+def attention_probs(q, k, adder, scale, dtype):
+  """The plain attention's probabilities, ``[B,N,F,T]`` in ``dtype``: the q·kᵀ product, scaled
+  and masked in float32 (``adder``: 0 attended, -10000 on padding, the "to" side), then
+  ``softmax_to``. Shared by ``BertSelfAttention``'s plain path and ``attention_recomputed``."""
+  scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
+  scores = tf.cast(scores, tf.float32) * scale
+  scores += adder
+  return softmax_to(scores, dtype)
+
+
 def attention_recomputed(q, k, v, adder, scale, rate, seed):
   """The attention's core with attention dropout, ``dropout(softmax(q·kᵀ·scale + adder))·v``,
   whose backward pass recomputes it instead of keeping any ``[B,N,F,T]`` tensor.
@@ -342,11 +352,8 @@ def attention_recomputed(q, k, v, adder, scale, rate, seed):
   Returns:
     The context, [B,F,N,D] in the compute dtype.
   """
-  def core(q, k, v, adder, seed):  # BertSelfAttention's plain path, op for op
-    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)
-    scores = tf.cast(scores, tf.float32) * scale
-    scores += adder
-    probs = softmax_to(scores, v.dtype)
+  def core(q, k, v, adder, seed):  # BertSelfAttention's plain path with hash dropout
+    probs = attention_probs(q, k, adder, scale, v.dtype)
     return tf.einsum("BNFT,BNTD->BFND", hash_dropout(probs, rate, seed), v)
 
   if not in_xla_computation():
@@ -446,10 +453,7 @@ class BertSelfAttention(_ConfigLayer):
       context = attention_recomputed(q, k, v, attention_adder, scale, self.dropout.rate,
                                      self.dropout.next_seed())  # [B,F,N,D]
       return tf.reshape(context, [batch, seq, c.hidden_size]), None
-    scores = tf.einsum("BNFD,BNTD->BNFT", q, k)  # [B,N,F,T]
-    scores = tf.cast(scores, tf.float32) * scale
-    scores += attention_adder  # 0 where attended, -10000 on padding ("to" side)
-    probs = softmax_to(scores, v.dtype)  # [B,N,F,T] in the compute dtype
+    probs = attention_probs(q, k, attention_adder, scale, v.dtype)  # [B,N,F,T]
     dropped = self.dropout(probs, training=training)
     context = tf.einsum("BNFT,BNTD->BFND", dropped, v)  # [B,F,N,D]
     return tf.reshape(context, [batch, seq, c.hidden_size]), tf.cast(probs, tf.float32)
