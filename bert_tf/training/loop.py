@@ -310,12 +310,20 @@ class Trainer:
             (non_finite_step < 0) & applied & ~tf.math.is_finite(loss), after, non_finite_step)
       return loss_sum / applied_count, non_finite_step
 
+    return self._as_train_loop(steps)
+
+  def _as_train_loop(self, steps, **attributes):
+    """``steps(iterator, n) -> (mean loss, first non-finite step)`` as the train loop:
+    ``loop(iterator, n) -> mean loss``, keeping the step for ``_check_finite``; ``.compiled``
+    is ``steps`` itself (its graph: bench/hlo_census.py), plus ``attributes``."""
     def train_loop(iterator, num_steps):
-      """``steps_per_loop`` updates in-graph -> their mean loss (a scalar tensor)."""
+      """``num_steps`` updates in-graph -> their mean loss (a scalar tensor)."""
       mean_loss, self._non_finite_step = steps(iterator, num_steps)
       return mean_loss
 
-    train_loop.compiled = steps  # the tf.function itself (its graph: bench/hlo_census.py)
+    train_loop.compiled = steps
+    for name, value in attributes.items():
+      setattr(train_loop, name, value)
     self._train_loop = train_loop
     return train_loop
 
@@ -355,15 +363,8 @@ class Trainer:
       stacked = tf.nest.map_structure(lambda a: a.stack(), arrays)
       return updates(stacked, tf.cast(num_steps, tf.int64))
 
-    def train_loop(iterator, num_steps):
-      """``num_steps`` updates in one XLA computation -> their mean loss (a scalar tensor)."""
-      mean_loss, self._non_finite_step = steps(iterator, num_steps)
-      return mean_loss
-
-    train_loop.compiled = steps
-    train_loop.updates = updates  # the XLA computation itself (its HLO, for a GPU compile)
-    self._train_loop = train_loop
-    return train_loop
+    # .updates: the XLA computation itself (its HLO, for a GPU compile).
+    return self._as_train_loop(steps, updates=updates)
 
   def _check_finite(self, loss, manager):
     """After a loop: raises a one-line ``BertTfError`` when an applied update's loss was not
