@@ -6,8 +6,12 @@ over the timed loops' wall time, and the FLOPs per sequence are bert_tf.flops' c
 """
 
 import importlib.util
+import json
 import math
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -18,13 +22,19 @@ _BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def _load_bench():
-  import sys  # pylint: disable=import-outside-toplevel
   sys.path.insert(0, _BENCH)
   spec = importlib.util.spec_from_file_location(
       "bench_pretraining_gpu", os.path.join(_BENCH, "bench_pretraining_gpu.py"))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
+
+
+
+def _run_bench(*args, timeout=300):
+  """bench/bench_pretraining_gpu.py run as a script with ``args``: the finished process."""
+  return subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                         *args], capture_output=True, text=True, check=False, timeout=timeout)
 
 
 _ROW = dict(batch_size=2, steps_per_loop=3, loops=2, seq_length=16, num_predictions=3)
@@ -185,8 +195,6 @@ def test_one_device_strategy_trains_the_same_numbers(phase1_default):
 def test_prefetch_rows_and_a_bad_value():
   """A row run with --prefetch_to_device=true records it; a bad value is a one-line flag
   error."""
-  import subprocess  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
   bench = _load_bench()
   result = bench.measure_row("tiny", "phase1", "float32", True, prefetch_to_device="true",
                              **_ROW)
@@ -200,14 +208,10 @@ def test_prefetch_rows_and_a_bad_value():
   looped = bench.measure_row("tiny", "phase1", "float32", True, device_loop="true", **_ROW)
   assert looped["device_loop"] == "true" and looped["device_looped"] is False  # CPU: off
   assert looped["loss"] == result["loss"]
-  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--prefetch_to_device=prefetch"], capture_output=True,
-                        text=True, check=False, timeout=120)
+  proc = _run_bench("--smoke", "--prefetch_to_device=prefetch", timeout=120)
   assert proc.returncode != 0
   assert "--prefetch_to_device takes auto, true and/or false" in proc.stderr
-  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--device_loop=maybe"], capture_output=True,
-                        text=True, check=False, timeout=120)
+  proc = _run_bench("--smoke", "--device_loop=maybe", timeout=120)
   assert proc.returncode != 0
   assert "--device_loop takes auto, true and/or false" in proc.stderr
   assert "Traceback" not in proc.stderr
@@ -216,25 +220,17 @@ def test_prefetch_rows_and_a_bad_value():
 def test_a_failed_row_with_profile_is_reported_and_the_bench_goes_on():
   """--profile on a row that fails (here: cuDNN's kernel asked for on a CPU) prints the row as
   failed and goes on to the summary table, not a traceback."""
-  import subprocess  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
-  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--phases=1", "--squad=false", "--xla=true",
-                         "--attention_implementations=cudnn", "--profile"],
-                        capture_output=True, text=True, check=False, timeout=300)
+  proc = _run_bench("--smoke", "--phases=1", "--squad=false", "--xla=true",
+                    "--attention_implementations=cudnn", "--profile")
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
   assert "| tiny | phase1 | | float32 | True | 4 | failed |" in proc.stdout
-
 
 
 @pytest.fixture(scope="module")
 def stub_peer_run(tmp_path_factory):
   """One XLA smoke row with --compile_timers and --torch_python: a stub peer interpreter that
   records its arguments (torch is no dependency). Returns (stdout, the peer's arguments)."""
-  import json  # pylint: disable=import-outside-toplevel
-  import subprocess  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
   tmp_path = tmp_path_factory.mktemp("peer")
   record = tmp_path / "peer_args.json"
   stub = tmp_path / "peer_python"
@@ -246,11 +242,8 @@ def stub_peer_run(tmp_path_factory):
       "print('RESULT ' + json.dumps({'median_s': 0.5, 'peak_gpu_memory_gb': 1.5,\n"
       "    'attention_probs_dropout_prob': float(flags['attention_probs_dropout_prob'])}))\n")
   stub.chmod(0o755)
-  proc = subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         "--smoke", "--phases=1", "--squad=false", "--xla=true",
-                         "--compile_timers", "--attention_probs_dropout_prob=0",
-                         f"--torch_python={stub}"],
-                        capture_output=True, text=True, check=False, timeout=300)
+  proc = _run_bench("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
+                    "--attention_probs_dropout_prob=0", f"--torch_python={stub}")
   assert proc.returncode == 0, proc.stderr[-2000:]
   return proc.stdout, json.loads(record.read_text())
 
@@ -271,7 +264,6 @@ def test_compile_timers_say_where_the_warm_up_went(stub_peer_run):
   """--compile_timers: the row's warm-up line names the Python trace and TensorFlow's own
   timer of its XLA compiles (one per compiled function of the CPU path), read from the
   worker's log."""
-  import re  # pylint: disable=import-outside-toplevel
   stdout, _ = stub_peer_run
   line = next(l for l in stdout.splitlines() if l.startswith("  warm-up "))
   match = re.match(r"  warm-up ([\d.]+) s: Python trace ([\d.]+) s; (.*)$", line)
