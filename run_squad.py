@@ -130,7 +130,8 @@ def main(argv):
 
 
 def console_main():
-  cli.run(main, ctrl_c_stops_at_once=True)
+  cli.run(main, ctrl_c_stops_at_once=True,
+          before_tensorflow=training_flags.enable_xla_cache)
 
 
 if __name__ == "__main__":

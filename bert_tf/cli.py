@@ -93,11 +93,13 @@ def _help_asked(argv):
   return asked[0] if asked else None
 
 
-def run(main, ctrl_c_stops_at_once=False):
+def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
   Ctrl-C as ``prog: interrupted`` and exit 130, SIGTERM as ``prog: terminated`` and exit 143:
   by ``KeyboardInterrupt`` (``Terminated`` for SIGTERM; cleanup code runs), or with
-  ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see ``stop_at_once_on_ctrl_c``)."""
+  ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see ``stop_at_once_on_ctrl_c``).
+  ``before_tensorflow(FLAGS)``, if given, runs before TensorFlow starts (see
+  ``_before_tensorflow``)."""
 
   def _main(argv):
     if ctrl_c_stops_at_once:
@@ -120,7 +122,29 @@ def run(main, ctrl_c_stops_at_once=False):
   if asked and asked != "--helpxml":
     sys.stdout.write(help_text(main, full=asked == "--helpfull"))
     sys.exit(0)
+  if before_tensorflow is not None:
+    _before_tensorflow(before_tensorflow)
   app.run(_main)
+
+
+def _before_tensorflow(function):
+  """Calls ``function(FLAGS)`` with the command line's flags before ``app.run`` starts
+  TensorFlow's runtime (TensorFlow's ``distribute.combinations``, imported with it, registers
+  an absl init callback that counts the GPUs), for settings TensorFlow reads once at its start,
+  such as TF_XLA_FLAGS. A command line that does not parse is left to ``app.run`` to name; the
+  flags are unparsed again after the call."""
+  fv = flags.FLAGS
+  try:
+    fv(sys.argv, known_only=True)
+  except flags.Error:
+    return
+  try:
+    function(fv)
+  except BertTfError as e:
+    print(f"{_prog()}: error: {e}", file=sys.stderr)
+    sys.exit(1)
+  finally:
+    fv.unparse_flags()
 
 
 def resolve_model_flags(flag_values, required=()):

@@ -121,7 +121,8 @@ def define_optimizer_flags(flag_values=FLAGS):
 
 
 def define_loop_flags(flag_values=FLAGS):
-  """--dtype, --jit_compile, --gradient_accumulation_steps, --attention_implementation."""
+  """--dtype, --jit_compile, --gradient_accumulation_steps, --attention_implementation,
+  --xla_cache_dir."""
   fv = flag_values
   flags.DEFINE_enum(
       "attention_implementation", "auto", list(ATTENTION_IMPLEMENTATIONS),
@@ -146,6 +147,13 @@ def define_loop_flags(flag_values=FLAGS):
       "gradient_accumulation_steps", 1,
       "Micro-batches per update; the update equals one batch this many times larger.",
       lower_bound=1, flag_values=fv)
+  flags.DEFINE_string(
+      "xla_cache_dir", None,
+      "Keep the XLA-compiled train step in this folder, and load it from there instead of "
+      "compiling again when a later run (a restart, a resume, the same command) compiles "
+      "the same program: same model, shapes and flags (TensorFlow's persistent XLA cache; "
+      "training.xla_cache). E.g. $OUTPUT_DIR/xla_cache. One run at a time per folder. "
+      "Default: off.", flag_values=fv)
 
 
 def define_output_dir_flags(flag_values=FLAGS):
@@ -193,6 +201,14 @@ def optimizer_kwargs(flag_values=FLAGS):
       "end_learning_rate": fv.end_learning_rate,
       "power": fv.lr_decay_power,
   }
+
+
+def enable_xla_cache(flag_values=FLAGS, progress=print):
+  """--xla_cache_dir, if given: ``xla_cache.enable``. Before TensorFlow starts: the scripts
+  pass it to ``cli.run(before_tensorflow=...)``."""
+  if flag_values.xla_cache_dir:
+    from bert_tf.training import xla_cache  # pylint: disable=import-outside-toplevel
+    xla_cache.enable(flag_values.xla_cache_dir, progress=progress)
 
 
 def loop_kwargs(flag_values=FLAGS):

@@ -45,6 +45,7 @@ from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 from bert_tf.training import distribution
 from bert_tf.training import preflight
+from bert_tf.training import xla_cache
 # Resuming lives in training.resume; these names are part of loop's interface.
 from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-import
     clean_save_leftovers, latest_checkpoint, restore_newest_readable)
@@ -452,6 +453,9 @@ class Trainer:
 
     iterator = self.make_iterator(resumed_dataset_fn)
     train_loop = self._train_loop or self.build_train_loop()
+    # Traced at its first call: under a persistent XLA cache, with the names a fresh run
+    # gives it too, so that a resumed run loads the compiled step (xla_cache).
+    xla_cache.align_function_names()
     step = int(self.optimizer.iterations.numpy())
     start_step, start_time = step, time.time()
     loss = float("nan")
