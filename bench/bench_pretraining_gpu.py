@@ -73,7 +73,8 @@ PHASES = {"1": (128, 20), "2": (512, 80)}
 AUTO_BOOL = {"auto": None, "true": True, "false": False}
 # --compile_timers: the compile timers TensorFlow's XLA launcher and XLA's compilers log at
 # VLOG 1 (tsl's ScopedLoggingTimer lines: "<label> time: 1.2 s (1234567 us) (cumulative...").
-COMPILE_TIMER_VMODULE = "device_compiler=1,gpu_compiler=1,nvptx_compiler=1,cpu_compiler=1"
+COMPILE_TIMER_VMODULE = ("device_compiler=1,gpu_compiler=1,nvptx_compiler=1,cpu_compiler=1,"
+                         "device_executable_persistor=1")
 _TIMER_LINE = re.compile(r"\] (?P<label>.+?) time: [^(\n]*\((?P<us>\d+) us\)")
 _INFO_LINE = re.compile(r"^I\d{4} ")
 SQUAD_SEQ_LENGTH = 384
@@ -139,6 +140,11 @@ def define_flags():
                       "in its result), e.g. --xla_gpu_enable_command_buffer=FUSION,CUBLAS,"
                       "CUBLASLT,CUSTOM_CALL (CUDA graphs) or --xla_gpu_enable_command_buffer= "
                       "(none). Rows run in-process see it only if set before the first compile.")
+  flags.DEFINE_string("xla_cache_dir", None, "Every row keeps its compiled XLA programs in "
+                      "this folder and loads them from there when a later row or run compiles "
+                      "the same one (TensorFlow's persistent XLA cache, "
+                      "bert_tf.training.xla_cache): a repeated row's warm-up without XLA's "
+                      "compile.")
   flags.DEFINE_string("worker", None, "Internal: one row as JSON; prints a RESULT line.")
 
 
@@ -524,7 +530,9 @@ def compile_timers(log_text, top=8):
   totals = {}
   for match in _TIMER_LINE.finditer(log_text):
     label = re.sub(r"\s*\[[^\]]*\]", "", match.group("label"))
-    label = re.sub(r" for \S+$", "", label).strip()
+    label = re.sub(r" for \S+$", "", label)
+    # The persistent XLA cache's timers name the function after a colon.
+    label = re.sub(r"(cache entry):.*$", r"\1", label).strip()
     seconds, count = totals.get(label, (0.0, 0))
     totals[label] = (seconds + int(match.group("us")) / 1e6, count + 1)
   return [[label, seconds, count] for label, (seconds, count)
@@ -537,6 +545,9 @@ def _run_subprocess(row):
     env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE=COMPILE_TIMER_VMODULE)
   if FLAGS.xla_flags:
     env["XLA_FLAGS"] = xla_flags_env(os.environ, FLAGS.xla_flags)
+  if FLAGS.xla_cache_dir:
+    from bert_tf.training import xla_cache  # pylint: disable=import-outside-toplevel
+    env["TF_XLA_FLAGS"] = xla_cache.tf_xla_flags_with(FLAGS.xla_cache_dir, os.environ)
   proc = subprocess.run([sys.executable, os.path.abspath(__file__),
                          "--worker=" + json.dumps(row)],
                         capture_output=True, text=True, env=env, check=False)
@@ -559,6 +570,8 @@ def run_row(row):
     result = measure_row(**row) if FLAGS.in_process else _run_subprocess(row)
     if FLAGS.xla_flags:
       result["xla_flags"] = FLAGS.xla_flags
+    if FLAGS.xla_cache_dir:
+      result["xla_cache_dir"] = FLAGS.xla_cache_dir
     if not result.get("oom") or row["batch_size"] == 1:
       return result
     print(f"  out of memory at batch {row['batch_size']}; halving", flush=True)
@@ -579,6 +592,8 @@ def _format(result):
     name += f" device_loop={result['device_loop']}"
   if result.get("xla_flags"):
     name += f" XLA_FLAGS+={result['xla_flags']}"
+  if result.get("xla_cache_dir"):
+    name += f" xla_cache_dir={result['xla_cache_dir']}"
   if result.get("failed") or result.get("oom"):
     return f"{name} FAILED: {result.get('error', '')}"
   mfu = f"MFU {100 * result['mfu']:5.1f}%" if result.get("mfu") is not None else "MFU n/a"
@@ -677,6 +692,9 @@ def _nvidia_smi():
 def run_driver():
   if FLAGS.xla_flags and FLAGS.in_process:
     os.environ["XLA_FLAGS"] = xla_flags_env(os.environ, FLAGS.xla_flags)
+  if FLAGS.xla_cache_dir and FLAGS.in_process:
+    from bert_tf.training import xla_cache  # pylint: disable=import-outside-toplevel
+    os.environ["TF_XLA_FLAGS"] = xla_cache.tf_xla_flags_with(FLAGS.xla_cache_dir)
   import keras  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   header = {"date": time.strftime("%Y-%m-%d"), "nvidia_smi": _nvidia_smi(),

@@ -88,8 +88,17 @@ peer large 128 128 20 0
 #    copied from the host at each update's launch: 1,312.6 seq/s at 0e98937).
 row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
   --attention_probs_dropout_prob=0 --prefetch_to_device=true --profile --profile_top=12
+#    That row keeps its compiled programs in TensorFlow's persistent XLA cache
+#    (--xla_cache_dir, new in bert_tf: a resumed run loads its step instead of compiling it),
+#    never used on a GPU before: its compile timers say what saving cost ("Serializing and
+#    saving cache entry"), and the same row again says what a restart's warm-up is with the
+#    step loaded ("Try loading serialized cache entry"; on CPU a BERT-Base warm-up lost only its
+#    XLA compile, 2.2 of 15 s: the Python trace and TensorFlow's lowering stay).
 row 260 . --models=large --phases=1 --attention_implementations=auto \
-  --attention_probs_dropout_prob=0 --profile --profile_top=12
+  --attention_probs_dropout_prob=0 --profile --profile_top=12 --xla_cache_dir=/tmp/xla_cache
+seen "xla_cache_dir=/tmp/xla_cache.*seq/s" && row 200 . --models=large --phases=1 \
+  --attention_implementations=auto --attention_probs_dropout_prob=0 \
+  --xla_cache_dir=/tmp/xla_cache
 # 1c. The idle fix alone (with `auto`'s kernel; the same row as part 1's where part 0b did not
 #    pass cudnn_btnh, then not run again), and the fused paths' check inside BERT-Large.
 row 260 . --models=large --phases=1 --attention_implementations=auto \

@@ -300,3 +300,21 @@ def test_compile_timer_lines_are_summed_by_label():
       ["Compiling for CPU using JIT", pytest.approx(0.034242), 1]]
   assert bench.compile_timers(log, top=1) == [["Compilation of XLA executable", 120.0, 1]]
 
+
+
+def test_a_repeated_row_loads_its_programs_from_the_xla_cache(tmp_path):
+  """--xla_cache_dir: the second run of the same row compiles nothing (every program loaded
+  from the folder the first run wrote), and its warm-up line says so."""
+  args = ("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
+          f"--xla_cache_dir={tmp_path}")
+  lines = []
+  for _ in range(2):
+    proc = _run_bench(*args, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines.append(next(l for l in proc.stdout.splitlines() if l.startswith("  warm-up ")))
+    assert f"xla_cache_dir={tmp_path}" in proc.stdout
+  first, second = lines
+  assert "Compiling for CPU using JIT" in first and "Serializing and saving cache entry" in first
+  assert "Compiling for CPU using JIT" not in second, second
+  assert "Try loading serialized cache entry" in second
+  assert os.listdir(tmp_path)
