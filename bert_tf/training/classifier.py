@@ -247,6 +247,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=1000,
                    gradient_accumulation_steps=1, dtype="float32", jit_compile=None,
+                   device_loop=None, prefetch_to_device=None,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
                    export_dir=None, overwrite_export=False, classifier_dropout=0.1,
@@ -401,6 +402,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
         gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        device_loop=device_loop, prefetch_to_device=prefetch_to_device,
         global_batch_size=train_batch_size, seq_length=max_seq_length))
 
     def train_dataset_fn(ctx):

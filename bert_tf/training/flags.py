@@ -26,6 +26,7 @@ import dataclasses
 from absl import flags
 
 from bert_tf import optimization
+from bert_tf.errors import BertTfError
 from bert_tf.modeling.config import ATTENTION_IMPLEMENTATIONS
 from bert_tf.training import DTYPE_POLICIES
 from bert_tf.training import distribution
@@ -122,7 +123,7 @@ def define_optimizer_flags(flag_values=FLAGS):
 
 def define_loop_flags(flag_values=FLAGS):
   """--dtype, --jit_compile, --gradient_accumulation_steps, --attention_implementation,
-  --xla_cache_dir."""
+  --device_loop, --prefetch_to_device, --xla_cache_dir."""
   fv = flag_values
   flags.DEFINE_enum(
       "attention_implementation", "auto", list(ATTENTION_IMPLEMENTATIONS),
@@ -147,6 +148,19 @@ def define_loop_flags(flag_values=FLAGS):
       "gradient_accumulation_steps", 1,
       "Micro-batches per update; the update equals one batch this many times larger.",
       lower_bound=1, flag_values=fv)
+  flags.DEFINE_bool(
+      "device_loop", None,
+      "Run each host call's --steps_per_loop updates as one XLA computation: the call's "
+      "batches stacked and copied to the device once, then a loop on the device (no copy and "
+      "no launch between two updates). Where the whole update is one XLA computation (one "
+      "GPU, XLA, no gradient accumulation, not float16); elsewhere it says so and runs as "
+      "usual. Same numbers to float32 rounding. Default: off (not measured on a GPU yet; "
+      "BENCHMARKS.md).", flag_values=fv)
+  flags.DEFINE_bool(
+      "prefetch_to_device", None,
+      "Have tf.data copy the batches to the device in its own thread, two ahead of the "
+      "loop. Where the whole update is one XLA computation (as --device_loop, which it "
+      "excludes). Same numbers. Default: off (not measured on a GPU yet).", flag_values=fv)
   flags.DEFINE_string(
       "xla_cache_dir", None,
       "Keep the XLA-compiled train step in this folder, and load it from there instead of "
@@ -212,11 +226,17 @@ def enable_xla_cache(flag_values=FLAGS, progress=print):
 
 
 def loop_kwargs(flag_values=FLAGS):
-  """Parsed loop flags -> {steps_per_loop, gradient_accumulation_steps, dtype, jit_compile}."""
+  """Parsed loop flags -> {steps_per_loop, gradient_accumulation_steps, dtype, jit_compile,
+  device_loop, prefetch_to_device}."""
   fv = flag_values
+  if fv.device_loop and fv.prefetch_to_device:
+    raise BertTfError("--device_loop and --prefetch_to_device exclude each other: the device "
+                      "loop copies each host call's batches itself")
   return {
       "steps_per_loop": distribution_args(fv).steps_per_loop,
       "gradient_accumulation_steps": fv.gradient_accumulation_steps,
       "dtype": fv.dtype,
       "jit_compile": fv.jit_compile,
+      "device_loop": fv.device_loop,
+      "prefetch_to_device": fv.prefetch_to_device,
   }

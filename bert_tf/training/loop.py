@@ -68,6 +68,9 @@ class LoopConfig:
   # FLOPs of one training example (forward + backward), for MFU; peak FLOP/s of all devices.
   train_flops_per_example: float = None
   peak_flops: float = None
+  # The Trainer's device_loop and prefetch_to_device (None: its default).
+  device_loop: bool = None
+  prefetch_to_device: bool = None
 
 
 def _split(features, parts):
@@ -127,11 +130,11 @@ class Trainer:
     # the loop's own fetch-ahead, which is gone; prefetching is not measured yet,
     # BENCHMARKS.md); True: yes, where the whole update compiles. Set before
     # build_train_loop and make_iterator.
-    self.prefetch_to_device = None
+    self.prefetch_to_device = self.config.prefetch_to_device
     # Whether each host call's updates run as one XLA computation, a loop on the device over
     # the call's batches, stacked and copied once (see _device_loops): None (the default) or
     # False: no; True: yes, where the whole update compiles. Not with prefetch_to_device.
-    self.device_loop = None
+    self.device_loop = self.config.device_loop
 
   # === One update on one replica ===
 
@@ -451,6 +454,12 @@ class Trainer:
         dataset = dataset.skip(step * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
       return dataset
 
+    for name, used in (("device_loop", self._device_loops), ("prefetch_to_device",
+                                                              self._prefetches)):
+      if getattr(self, name) and not used():
+        progress(f"{name}: not used here, training as usual: it needs the whole update as one "
+                 "XLA computation (a GPU, XLA, one replica, no gradient accumulation, "
+                 "not float16)")
     iterator = self.make_iterator(resumed_dataset_fn)
     train_loop = self._train_loop or self.build_train_loop()
     # Traced at its first call: under a persistent XLA cache, with the names a fresh run

@@ -121,7 +121,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                     learning_rate=5e-5, num_train_steps=100000, num_warmup_steps=10000,
                     save_checkpoints_steps=1000, keep_checkpoint_max=5, max_eval_steps=100,
                     steps_per_loop=1000, gradient_accumulation_steps=1, dtype="float32",
-                    jit_compile=None, optimizer_kwargs=None, use_next_sentence=True,
+                    jit_compile=None, device_loop=None, prefetch_to_device=None,
+                    optimizer_kwargs=None, use_next_sentence=True,
                     dynamic_masking=None, seed=None, export_google_checkpoint=True,
                     peak_flops=None, vocab_file=None, check_input_files=False, progress=None):
   """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.
@@ -220,6 +221,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
         model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
         gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        device_loop=device_loop, prefetch_to_device=prefetch_to_device,
         global_batch_size=train_batch_size, seq_length=max_seq_length,
         train_flops_per_example=flops.train_flops_per_sequence(
             bert_config, max_seq_length, max_predictions_per_seq, use_next_sentence),

@@ -287,7 +287,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               do_eval=False, train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
               num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
               keep_checkpoint_max=5, steps_per_loop=1000, gradient_accumulation_steps=1,
-              dtype="float32", jit_compile=None, optimizer_kwargs=None, n_best_size=20,
+              dtype="float32", jit_compile=None, device_loop=None, prefetch_to_device=None,
+              optimizer_kwargs=None, n_best_size=20,
               max_answer_length=30, verbose_logging=False, version_2_with_negative=False,
               null_score_diff_threshold=0.0, seed=None, export_google_checkpoint=True,
               export_dir=None, overwrite_export=False, progress=None):
@@ -393,6 +394,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
         model_dir=output_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
         gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile,
+        device_loop=device_loop, prefetch_to_device=prefetch_to_device,
         global_batch_size=train_batch_size, seq_length=max_seq_length))
 
     def train_dataset_fn(ctx):

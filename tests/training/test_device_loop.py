@@ -4,12 +4,17 @@ the same order as the inline loop (each update taking its batch as it comes), th
 numbers to float32 rounding (XLA compiles the update inside a loop), the same step named
 when a loss is not finite."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from tests.training import test_run_pretraining
 from tests.training import tiny_loop
+
+workdir = test_run_pretraining.workdir  # TFRecords made by Google's code from real text
 
 
 def _train(tmp_path, device_loop, steps=7, steps_per_loop=3, examples=None,
@@ -86,3 +91,51 @@ def test_the_updates_run_in_one_compiled_call_per_host_call(tmp_path):
   assert not [op for op in body.get_operations()
               if op.type in ("StatefulPartitionedCall", "PartitionedCall")]
   assert calls[0].get_attr("_XlaMustCompile")
+
+
+def test_the_pretraining_library_runs_the_device_loop_it_is_given(tmp_path, monkeypatch,
+                                                                   workdir):
+  """``run_pretraining(device_loop=True)`` (run_pretraining.py --device_loop) trains through the
+  device loop, with checkpoints, to the inline loop's numbers. The whole update is made to
+  compile here (on CPU it does so only on a GPU: a script there says it is not used)."""
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import loop, pretraining  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(loop.Trainer, "_whole_update_compiles",
+                      lambda self: bool(self.config.jit_compile))
+  looped = []
+  monkeypatch.setattr(loop.Trainer, "_build_device_loop",
+                      lambda self, build=loop.Trainer._build_device_loop:  # noqa: B008
+                      looped.append(self) or build(self))
+  config = checkpoints.load_config(str(workdir / "bert_config.json"))
+  exports, lines = {}, {}
+  for device_loop in (True, False):
+    out = tmp_path / str(device_loop)
+    lines[device_loop] = []
+    pretraining.run_pretraining(
+        config, f"{workdir}/data-*.tfrecord", str(out), tf.distribute.get_strategy(),
+        max_seq_length=test_run_pretraining.SEQ,
+        max_predictions_per_seq=test_run_pretraining.PRED, train_batch_size=8,
+        learning_rate=2e-3, num_train_steps=5, num_warmup_steps=2, steps_per_loop=2,
+        save_checkpoints_steps=2, jit_compile=True, device_loop=device_loop, seed=1,
+        progress=lines[device_loop].append)
+    exports[device_loop] = test_run_pretraining._google_export(out)  # pylint: disable=protected-access
+  assert len(looped) == 1 and looped[0].device_loop is True
+  assert not any("not used" in line for line in lines[True])
+  losses = {k: [(int(m.group(1)), float(m.group(2))) for m in
+                (re.match(r"step (\d+)/5 loss ([\d.]+) ", line) for line in v) if m]
+            for k, v in lines.items()}
+  assert [step for step, _ in losses[True]] == [2, 4, 5]
+  for (_, a), (_, b) in zip(losses[True], losses[False]):
+    assert a == pytest.approx(b, rel=1e-4)
+  # Where the whole update does not compile (CPU, as it is), it says so and trains as usual.
+  monkeypatch.undo()
+  plain = []
+  pretraining.run_pretraining(
+      config, f"{workdir}/data-*.tfrecord", str(tmp_path / "plain"),
+      tf.distribute.get_strategy(), max_seq_length=test_run_pretraining.SEQ,
+      max_predictions_per_seq=test_run_pretraining.PRED, train_batch_size=8,
+      num_train_steps=1, num_warmup_steps=1, device_loop=True, progress=plain.append)
+  assert any(line.startswith("device_loop: not used here, training as usual") for line in plain)
+  assert plain[-1].startswith("step 1/1 loss")
+  for name, value in exports[False].items():
+    np.testing.assert_allclose(exports[True][name], value, rtol=1e-5, atol=1e-6, err_msg=name)

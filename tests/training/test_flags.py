@@ -65,13 +65,24 @@ def test_new_command_line_and_defaults():
       distribution_strategy="mirrored", num_gpus=2, steps_per_loop=10)
   assert training_flags.loop_kwargs(fv) == {
       "steps_per_loop": 10, "gradient_accumulation_steps": 4, "dtype": "bfloat16",
-      "jit_compile": True}
+      "jit_compile": True, "device_loop": None, "prefetch_to_device": None}
   defaults = _parsed([])
   assert training_flags.distribution_args(defaults) == distribution.DistributionArgs()
   assert training_flags.loop_kwargs(defaults) == {
       "steps_per_loop": 1000, "gradient_accumulation_steps": 1, "dtype": "float32",
-      "jit_compile": None}
+      "jit_compile": None, "device_loop": None, "prefetch_to_device": None}
   assert training_flags.loop_kwargs(_parsed(["--nojit_compile"]))["jit_compile"] is False
+
+
+def test_device_loop_and_prefetch_to_device_flags_exclude_each_other():
+  for argv, expected in ((["--device_loop"], (True, None)),
+                         (["--prefetch_to_device"], (None, True)),
+                         (["--nodevice_loop", "--noprefetch_to_device"], (False, False))):
+    kwargs = training_flags.loop_kwargs(_parsed(argv))
+    assert (kwargs["device_loop"], kwargs["prefetch_to_device"]) == expected, argv
+  with pytest.raises(BertTfError, match="--device_loop and --prefetch_to_device exclude each "
+                                        "other"):
+    training_flags.loop_kwargs(_parsed(["--device_loop", "--prefetch_to_device"]))
 
 
 def test_unset_jit_compile_means_xla_only_with_an_accelerator():
