@@ -83,6 +83,18 @@ seen "device_loop=true .*seq/s" || \
   row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
     --attention_probs_dropout_prob=0 --profile --profile_top=12
 peer large 128 128 20 0
+# 1b. The same row with cuBLASLt GEMMs and no Triton GEMMs (XLA flags): every GEMM of the
+#    update was cuBLAS's on the H100 anyway, so Triton's GEMM autotuning may be warm-up for
+#    nothing (the compile timers say), and with cuBLASLt the intermediate layer's GEMM writes
+#    its bias and GELU from its epilogue (BIAS_GELU_AUX: the model keeps x W + b for the
+#    backward pass when XLA_FLAGS asks for cuBLASLt, placement.cublaslt_enabled), which on
+#    XLA's deviceless compile removes the GELU's own kernel (268 MB per layer, ~2.3 ms per
+#    update; 8 of a 2-layer update's GEMMs take their bias in the epilogue too). If it beats
+#    part 1's row, the scripts set both flags on a GPU.
+DL=""; seen "device_loop=true .*seq/s" && DL="--device_loop=true"
+row 260 . --models=large --phases=1 --attention_implementations=$BTNH \
+  --attention_probs_dropout_prob=0 $DL --profile --profile_top=12 \
+  --xla_flags="--xla_gpu_enable_cublaslt=true --xla_gpu_enable_triton_gemm=false"
 # 1a. The other fix for the idle time, the batches prefetched to the GPU by tf.data's own
 #    thread (Trainer.prefetch_to_device), with the same kernel; then today's default (the batch
 #    copied from the host at each update's launch: 1,312.6 seq/s at 0e98937).
@@ -121,18 +133,7 @@ part 300 python3 bench/check_fused_attention.py --seq=512 --batch=8 --fused=cudn
 part 240 python3 bench/bench_pretraining_gpu.py --models=large --phases=2 --squad=false \
   --dtypes=bfloat16 --xla=true --attention_implementations=xla,xla_recompute \
   --steps_per_loop=10 --loops=2 --output_json="$D/recompute.json"
-# 5. cuBLASLt's epilogues: with --xla_gpu_enable_cublaslt XLA's GEMM rewriter can give the
-#    intermediate layer's GEMM its bias and (tanh) GELU as a GELU_AUX_BIAS epilogue, writing the
-#    activation and its input from the GEMM instead of a separate pass over two bf16[B*S,4H]
-#    (TensorFlow's H200 module ran that GEMM as __cublas$gemm and the bias and GELU as a kernel
-#    of their own). Unlikely to change anything: the deviceless compile with cuBLAS GEMMs
-#    (--xla_gpu_enable_triton_gemm=false) already makes them cuBLASLt calls, with a BIAS
-#    epilogue on 8 of a 2-layer update's 36 (10 without the GELU's recomputation, which keeps
-#    the intermediate GEMM's own output), but no GELU epilogue either way (2026-11-27).
-part 200 python3 bench/bench_pretraining_gpu.py --models=large --phases=1 --squad=false \
-  --dtypes=bfloat16 --xla=true --attention_implementations=auto --attention_probs_dropout_prob=0 \
-  --steps_per_loop=10 --loops=2 --profile --xla_flags=--xla_gpu_enable_cublaslt=true
-# 6. A native backtrace of the dropout variant under TF's own launcher, where gdb exists (it
+# 5. A native backtrace of the dropout variant under TF's own launcher, where gdb exists (it
 #    segfaults with command buffers off too, under both launchers: 2026-11-27).
 if command -v gdb >/dev/null; then part 90 gdb -batch -ex run -ex bt --args python3 \
   /tmp/base/fmha_dropout_probe2.py padding; fi

@@ -468,8 +468,9 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   ``gpu`` ("h100", "h200"): TensorFlow lowers the update as a GPU would see it and
   ``gpu_compile_deviceless.py`` compiles it for that GPU under ``gpu_python`` (no GPU
   needed); the census is of that GPU module, plus ``gpu_compile`` (its memory and cost).
-  ``gpu_xla_flags``: XLA flags of that compile (what ``XLA_FLAGS`` would hold on the GPU;
-  not the lowering's: TensorFlow's XLA may not know a newer flag)."""
+  ``gpu_xla_flags``: XLA flags of that compile (what ``XLA_FLAGS`` would hold on the GPU),
+  also the lowering's, which the model reads (``placement.cublaslt_enabled``): TensorFlow's
+  XLA must know them too."""
   own_dir = dump_dir is None
   dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
   os.makedirs(dump_dir, exist_ok=True)
@@ -487,7 +488,11 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
     if not os.path.exists(gpu_python):
       raise RuntimeError(f"{gpu_python}: no Python with jax[cuda12] to compile for a GPU "
                          "(make gpu-compiler)")
-    env.pop("XLA_FLAGS")
+    # The lowering sees the GPU's XLA_FLAGS too: the model reads some of them
+    # (placement.cublaslt_enabled).
+    env["XLA_FLAGS"] = gpu_xla_flags.strip()
+    if not env["XLA_FLAGS"]:
+      env.pop("XLA_FLAGS")
     cmd.append(f"--lower_to={lowered}")
   proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("CENSUS ")]

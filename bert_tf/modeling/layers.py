@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from bert_tf.modeling import fused_attention
 from bert_tf.modeling.activations import get_activation, recomputed_under_xla
-from bert_tf.modeling.placement import gpu_visible, in_xla_computation
+from bert_tf.modeling.placement import cublaslt_enabled, gpu_visible, in_xla_computation
 from bert_tf.modeling.config import BertConfig
 
 _PACKAGE = "bert_tf"
@@ -116,7 +116,13 @@ class Dense(keras.layers.Dense):
     bias = (shared_unit_operand(tf.convert_to_tensor(self.bias)) if self.bias is not None
             else None)
     if self.activation is not None and self.recompute_activation:
-      y = recomputed_under_xla(self.activation, y, bias)  # the bias add recomputed too
+      if bias is not None and cublaslt_enabled():
+        # Kept for the backward pass: x W + b, the input of the activation, which a cuBLASLt
+        # GEMM can write beside the activation from its epilogue (BIAS_GELU_AUX): no kernel
+        # of its own for the bias and the GELU (BENCHMARKS.md, "... the GELU in a GEMM epilogue").
+        y = recomputed_under_xla(self.activation, tf.nn.bias_add(y, bias))
+      else:
+        y = recomputed_under_xla(self.activation, y, bias)  # the bias add recomputed too
     else:
       if bias is not None:
         y = tf.nn.bias_add(y, bias)

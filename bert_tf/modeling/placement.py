@@ -24,3 +24,15 @@ def in_xla_computation():
   if tf.executing_eagerly():
     return False
   return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
+def cublaslt_enabled(environ=None):
+  """Whether XLA_FLAGS asks XLA's GPU compiler for cuBLASLt GEMMs
+  (``--xla_gpu_enable_cublaslt=true``; the last occurrence wins, as in XLA's parser): their
+  epilogues can take a bias and the tanh GELU (``BIAS_GELU_AUX``), which the encoder's
+  intermediate layer then lets them do (``layers.Dense.recompute_activation``)."""
+  import os  # pylint: disable=import-outside-toplevel
+  import re  # pylint: disable=import-outside-toplevel
+  flags = (os.environ if environ is None else environ).get("XLA_FLAGS", "")
+  values = re.findall(r"--xla_gpu_enable_cublaslt(?:=(\S*))?(?=\s|$)", flags)
+  return bool(values) and values[-1].lower() in ("", "true", "1")

@@ -5,6 +5,7 @@ derivative written out in NumPy float64, and inside a small BERT update against 
 with the recomputation turned off."""
 
 import math
+import re
 
 import keras
 import numpy as np
@@ -140,3 +141,33 @@ def test_without_a_gpu_the_gradient_is_autodiffs(monkeypatch):
   got = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=True)
   want = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=False)
   np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_with_cublaslt_the_biased_input_is_kept_for_a_gemm_epilogue(monkeypatch):
+  """XLA_FLAGS with --xla_gpu_enable_cublaslt=true: the intermediate layer's backward pass
+  recomputes the GELU from x W + b (what a cuBLASLt GEMM writes beside the activation from a
+  BIAS_GELU_AUX epilogue), not from x W and b; the same update to rounding."""
+  (want, default_hlo) = _model_update(True)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_cublaslt=true")
+  (got, hlo) = _model_update(True)
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+  scale = max(np.abs(w).max() for w in want[1:])
+  for g, w in zip(got[1:], want[1:]):
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6 * scale)
+
+  def barriers(text):  # the barriers' operand shapes, one list per barrier
+    return [sorted(re.findall(r"f32\[[\d,]*\]", line.split("opt-barrier(", 1)[1]))
+            for line in text.splitlines() if "opt-barrier(" in line]
+  # 2 layers; the intermediate layer's [B*S, 37] input, with (default) or without its bias.
+  assert [b for b in barriers(default_hlo) if "f32[37]" in b] and len(barriers(default_hlo)) == 2
+  assert barriers(hlo) and all(b == [b[0]] and b[0].endswith(",37]") for b in barriers(hlo))
+
+
+def test_cublaslt_is_read_from_xla_flags_as_xla_reads_them():
+  for flags, enabled in (("", False), ("--xla_gpu_enable_cublaslt=true", True),
+                         ("--xla_gpu_enable_cublaslt", True),
+                         ("--a --xla_gpu_enable_cublaslt=True --b", True),
+                         ("--xla_gpu_enable_cublaslt=false", False),
+                         ("--xla_gpu_enable_cublaslt=true --xla_gpu_enable_cublaslt=false", False),
+                         ("--xla_gpu_enable_cublaslt_other=true", False)):
+    assert placement.cublaslt_enabled({"XLA_FLAGS": flags}) is enabled, flags
