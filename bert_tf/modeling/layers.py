@@ -61,6 +61,26 @@ def layer_norm(config, name="LayerNorm"):
                                          dtype="float32")
 
 
+# Whether the encoder's LayerNorms take their statistics in one pass where that applies
+# (TransformerBlock._add_and_norm); a switch for tests.
+LAYER_NORM_ONE_PASS = True
+
+
+def layer_norm_one_pass(norm, x):
+  """``norm(x)`` (``layer_norm``'s float32 LayerNormalization over the last axis) with the
+  mean and the mean of squares taken in one pass over ``x``: variance = E[x²] - E[x]²
+  (floored at 0), not E[(x - E[x])²], which XLA's GPU compiler runs as a pass of its own over
+  the float32 sum, one per LayerNorm (BENCHMARKS.md, "The LayerNorm's statistics in one
+  pass"). The same function; float32 rounding differs (the subtraction loses digits only
+  where the mean is thousands of standard deviations), which a 16-bit output does not keep.
+  """
+  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+  mean_of_squares = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)
+  variance = tf.maximum(mean_of_squares - tf.square(mean), 0.0)
+  scale = tf.math.rsqrt(variance + norm.epsilon) * tf.cast(norm.gamma, x.dtype)
+  return (x - mean) * scale + tf.cast(norm.beta, x.dtype)
+
+
 # Per graph being traced: {(width, dtype): a vector of ones behind an optimization barrier}.
 _SHARED_UNITS = weakref.WeakKeyDictionary()
 
@@ -528,9 +548,14 @@ class TransformerBlock(_ConfigLayer):
 
   def _add_and_norm(self, norm, x, residual):
     """``norm(x + residual)``: the sum and LayerNorm in float32, the output in the compute
-    dtype (rounded once under mixed precision)."""
-    return tf.cast(norm(tf.cast(x, tf.float32) + tf.cast(residual, tf.float32)),
-                   self.compute_dtype)
+    dtype (rounded once under mixed precision). Under mixed precision inside an XLA
+    computation with a GPU visible, the LayerNorm's statistics are taken in one pass
+    (``layer_norm_one_pass``)."""
+    total = tf.cast(x, tf.float32) + tf.cast(residual, tf.float32)
+    if (LAYER_NORM_ONE_PASS and self.compute_dtype in ("bfloat16", "float16")
+        and gpu_visible() and in_xla_computation()):
+      return tf.cast(layer_norm_one_pass(norm, total), self.compute_dtype)
+    return tf.cast(norm(total), self.compute_dtype)
 
 
 def attention_adder_from_mask(input_mask):
