@@ -1,7 +1,8 @@
 """Where what is being traced will run: inside an XLA computation or not, and whether this
 process sees a GPU. The GPU-only choices of the model (cuDNN's fused attention, the recomputed
-activation, the weights' shared casts), of the optimizer (its fused update) and of the
-pretraining loss ask these."""
+activation, the weights' shared casts, the LayerNorm's one-pass statistics), of the optimizer
+(its fused update) and of the pretraining loss ask these; the recomputed activation also asks
+whether XLA_FLAGS wants cuBLASLt GEMMs."""
 
 import tensorflow as tf
 
