@@ -139,7 +139,8 @@ class Dense(keras.layers.Dense):
       if bias is not None and cublaslt_enabled():
         # Kept for the backward pass: x W + b, the input of the activation, which a cuBLASLt
         # GEMM can write beside the activation from its epilogue (BIAS_GELU_AUX): no kernel
-        # of its own for the bias and the GELU (BENCHMARKS.md, "... the GELU in a GEMM epilogue").
+        # of its own for the bias and the GELU (BENCHMARKS.md, "The Python trace of the
+        # update, and the GELU in a GEMM epilogue").
         y = recomputed_under_xla(self.activation, tf.nn.bias_add(y, bias))
       else:
         y = recomputed_under_xla(self.activation, y, bias)  # the bias add recomputed too

@@ -4,6 +4,9 @@ activation, the weights' shared casts, the LayerNorm's one-pass statistics), of 
 (its fused update) and of the pretraining loss ask these; the recomputed activation also asks
 whether XLA_FLAGS wants cuBLASLt GEMMs."""
 
+import os
+import re
+
 import tensorflow as tf
 
 _GPU = None
@@ -32,8 +35,6 @@ def cublaslt_enabled(environ=None):
   (``--xla_gpu_enable_cublaslt=true``; the last occurrence wins, as in XLA's parser): their
   epilogues can take a bias and the tanh GELU (``BIAS_GELU_AUX``), which the encoder's
   intermediate layer then lets them do (``layers.Dense.recompute_activation``)."""
-  import os  # pylint: disable=import-outside-toplevel
-  import re  # pylint: disable=import-outside-toplevel
   flags = (os.environ if environ is None else environ).get("XLA_FLAGS", "")
   values = re.findall(r"--xla_gpu_enable_cublaslt(?:=(\S*))?(?=\s|$)", flags)
   return bool(values) and values[-1].lower() in ("", "true", "1")
