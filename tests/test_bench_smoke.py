@@ -301,7 +301,6 @@ def test_compile_timer_lines_are_summed_by_label():
   assert bench.compile_timers(log, top=1) == [["Compilation of XLA executable", 120.0, 1]]
 
 
-
 def test_a_repeated_row_loads_its_programs_from_the_xla_cache(tmp_path):
   """--xla_cache_dir: the second run of the same row compiles nothing (every program loaded
   from the folder the first run wrote), and its warm-up line says so."""
