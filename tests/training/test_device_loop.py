@@ -29,9 +29,16 @@ def _weights_close(model, other):
                                err_msg=var.path)
 
 
-def test_device_loop_trains_the_inline_loops_numbers(tmp_path):
+@pytest.fixture(scope="module")
+def device_looped(tmp_path_factory):
+  """``_train``'s 7 updates through the device loop in host calls of 3, 3 and 1 (tests only
+  read it)."""
+  return _train(tmp_path_factory.mktemp("device"), device_loop=True)
+
+
+def test_device_loop_trains_the_inline_loops_numbers(device_looped, tmp_path):
   # Host calls of 3, 3 and 1 updates: the last one's stack is padded and runs 1 update.
-  trainer, model, optimizer, result = _train(tmp_path / "device", device_loop=True)
+  trainer, model, optimizer, result = device_looped
   assert trainer._device_loops()  # pylint: disable=protected-access
   inline, inline_model, inline_optimizer, inline_result = _train(tmp_path / "inline",
                                                                  device_loop=False)
@@ -44,9 +51,9 @@ def test_device_loop_trains_the_inline_loops_numbers(tmp_path):
   assert max(np.abs(a - b).max() for a, b in zip(initial, model.get_weights())) > 1e-3
 
 
-def test_batches_keep_their_order_across_host_calls(tmp_path):
+def test_batches_keep_their_order_across_host_calls(device_looped, tmp_path):
   """Against one update per host call (every stack holds one batch)."""
-  _, model, _, result = _train(tmp_path / "three", device_loop=True, steps_per_loop=3)
+  _, model, _, result = device_looped
   _, single, _, single_result = _train(tmp_path / "one", device_loop=True, steps_per_loop=1)
   assert result["loss"] == pytest.approx(single_result["loss"], rel=1e-5)
   _weights_close(model, single)

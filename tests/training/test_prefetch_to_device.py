@@ -18,10 +18,16 @@ def _train(tmp_path, prefetch, steps=7, steps_per_loop=3):
   return tiny_loop.train(tmp_path, steps, steps_per_loop, prefetch_to_device=prefetch)
 
 
-def test_batches_keep_their_order_across_host_calls(tmp_path):
+@pytest.fixture(scope="module")
+def prefetched(tmp_path_factory):
+  """``_train``'s 7 prefetched updates in host calls of 3, 3 and 1 (tests only read it)."""
+  return _train(tmp_path_factory.mktemp("prefetch"), prefetch=True)
+
+
+def test_batches_keep_their_order_across_host_calls(prefetched, tmp_path):
   """Prefetched, against a loop of one update per host call: the prefetch buffer outlives
   each host call without losing or repeating a batch."""
-  _, model, _, result = _train(tmp_path / "three", prefetch=True, steps_per_loop=3)
+  _, model, _, result = prefetched
   _, single, _, single_result = _train(tmp_path / "one", prefetch=True, steps_per_loop=1)
   assert result["loss"] == single_result["loss"]  # both: the mean of update 7 alone
   for var, single_var in zip(model.trainable_variables, single.trainable_variables):
@@ -51,17 +57,17 @@ def test_the_default_takes_each_batch_as_it_comes(tmp_path):
   assert _update_feature_dtypes(trainer) == {tf.int32}
 
 
-def test_prefetched_batches_reach_the_update_as_int64(tmp_path):
-  trainer, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
+def test_prefetched_batches_reach_the_update_as_int64(prefetched):
+  trainer, _, _, _ = prefetched
   assert trainer._prefetches()  # pylint: disable=protected-access
   # int32 features travel as int64 (kept in device memory); the compiled update casts back.
   assert _update_feature_dtypes(trainer) == {tf.int64}
 
 
-def test_prefetched_by_tf_data_trains_the_same_numbers(tmp_path):
+def test_prefetched_by_tf_data_trains_the_same_numbers(prefetched, tmp_path):
   """tf.data copies the batches (in their wire format) to the device ahead of the loop (here
   the CPU; a GPU where there is one)."""
-  trainer, model, optimizer, result = _train(tmp_path / "prefetch", prefetch=True)
+  trainer, model, optimizer, result = prefetched
   assert trainer._prefetches()  # pylint: disable=protected-access
   _, inline_model, inline_optimizer, inline_result = _train(tmp_path / "inline",
                                                             prefetch=False)
