@@ -6,7 +6,6 @@ pooled output and every attention map within 1e-5.
 """
 
 import json
-import pathlib
 import shutil
 
 import numpy as np
