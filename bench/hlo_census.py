@@ -405,7 +405,7 @@ def run_step(args):
 
   import _harness  # pylint: disable=import-outside-toplevel
   from bert_tf import optimization  # pylint: disable=import-outside-toplevel
-  from bert_tf.modeling import BertConfig, fused_attention, placement  # noqa: E501 pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig, placement  # pylint: disable=import-outside-toplevel
   from bert_tf.training import DTYPE_POLICIES, loop  # pylint: disable=import-outside-toplevel
   from bert_tf.training.pretraining import PretrainingTask  # noqa: E501 pylint: disable=import-outside-toplevel
 
@@ -421,8 +421,7 @@ def run_step(args):
   if args.lower_to:
     # Lowered as a GPU sees it: `auto` takes cuDNN's fused attention where it applies, and
     # `cudnn` is not refused for want of a GPU (nothing here runs).
-    fused_attention._GPU_OK = True  # pylint: disable=protected-access
-    placement._GPU = True  # pylint: disable=protected-access
+    placement._GPU_CAPABILITIES = ((9, 0),)  # pylint: disable=protected-access
   keras.utils.set_random_seed(0)
   strategy = tf.distribute.get_strategy()
   with strategy.scope():

@@ -60,7 +60,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.modeling.config import ATTENTION_IMPLEMENTATIONS as IMPLEMENTATIONS
-from bert_tf.modeling.placement import in_xla_computation
+from bert_tf.modeling.placement import gpu_capabilities, in_xla_computation
 
 _FORWARD = "__cudnn$fmhaSoftmax"
 _BACKWARD = "__cudnn$fmhaSoftmaxBackward"
@@ -327,21 +327,10 @@ def key_lengths_from_adder(attention_adder):
 
 # === Where the kernel can run ===
 
-_GPU_OK = None
-
-
 def gpu_supports_fused_attention():
   """Whether this process sees a GPU on which cuDNN's flash attention runs (compute
-  capability 8.0 or newer: Ampere, Hopper, ...). Cached."""
-  global _GPU_OK  # pylint: disable=global-statement
-  if _GPU_OK is None:
-    ok = False
-    for device in tf.config.list_physical_devices("GPU"):
-      capability = tf.config.experimental.get_device_details(device).get("compute_capability")
-      if capability and tuple(capability) >= (8, 0):
-        ok = True
-    _GPU_OK = ok
-  return _GPU_OK
+  capability 8.0 or newer: Ampere, Hopper, ...)."""
+  return any(capability >= (8, 0) for capability in gpu_capabilities())
 
 
 def fused_unavailable(implementation, *, dtype, head_size, dropout_rate, shapes_static=True,

@@ -9,15 +9,25 @@ import re
 
 import tensorflow as tf
 
-_GPU = None
+# The compute capabilities of the GPUs this process sees, e.g. ((9, 0),); () where it sees none.
+# Read once (tests and bench/hlo_census.py set it to trace as a GPU would).
+_GPU_CAPABILITIES = None
+
+
+def gpu_capabilities():
+  """The compute capabilities (major, minor) of the GPUs this process sees (cached)."""
+  global _GPU_CAPABILITIES  # pylint: disable=global-statement
+  if _GPU_CAPABILITIES is None:
+    _GPU_CAPABILITIES = tuple(
+        tuple(tf.config.experimental.get_device_details(device).get("compute_capability")
+              or (0, 0))
+        for device in tf.config.list_physical_devices("GPU"))
+  return _GPU_CAPABILITIES
 
 
 def gpu_visible():
-  """Whether this process sees a GPU (cached)."""
-  global _GPU  # pylint: disable=global-statement
-  if _GPU is None:
-    _GPU = bool(tf.config.list_physical_devices("GPU"))
-  return _GPU
+  """Whether this process sees a GPU."""
+  return bool(gpu_capabilities())
 
 
 def in_xla_computation():

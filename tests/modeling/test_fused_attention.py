@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertConfig, BertModel, fused_attention
+from bert_tf.modeling import BertConfig, BertModel, fused_attention, placement
 from bert_tf.modeling.layers import set_dropout_rng
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -47,7 +47,7 @@ def _config(**kwargs):
 @pytest.fixture
 def fake_gpu(monkeypatch):
   """The one condition a CPU cannot meet: a GPU of compute capability >= 8.0."""
-  monkeypatch.setattr(fused_attention, "_GPU_OK", True)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))
 
 
 def _inputs():
@@ -208,7 +208,7 @@ def test_dropout_variant_only_when_asked(fake_gpu):
 
 @pytest.mark.parametrize("case", ["dropout", "float32", "probs", "head_size", "no_gpu"])
 def test_auto_falls_back_where_the_kernel_does_not_apply(monkeypatch, case):
-  monkeypatch.setattr(fused_attention, "_GPU_OK", case != "no_gpu")
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", () if case == "no_gpu" else ((9, 0),))
   config = dict(dropout=_config(attention_probs_dropout_prob=0.1),
                 head_size=BertConfig(vocab_size=50, hidden_size=N * 12, num_hidden_layers=1,
                                      num_attention_heads=N, intermediate_size=64,

@@ -70,7 +70,7 @@ def _update(monkeypatch, one_pass):
 
 
 def test_a_bert_update_with_it_under_mixed_precision(monkeypatch):
-  monkeypatch.setattr(placement, "_GPU", True)  # where it applies; nothing here needs a GPU
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))  # where it applies; nothing here needs a GPU
   (got, hlo), (want, two_pass_hlo) = _update(monkeypatch, True), _update(monkeypatch, False)
   assert len(got) == len(want) > 30
   np.testing.assert_allclose(got[0], want[0], rtol=2 ** -7)
@@ -85,7 +85,7 @@ def test_a_bert_update_with_it_under_mixed_precision(monkeypatch):
 
 @pytest.mark.parametrize("dtype, gpu", [("float32", True), ("mixed_bfloat16", False)])
 def test_float32_or_no_gpu_keep_the_two_pass_layer_norm(monkeypatch, dtype, gpu):
-  monkeypatch.setattr(placement, "_GPU", gpu)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),) if gpu else ())
   keras.utils.set_random_seed(0)
   model = BertModel(BertConfig.from_dict(google_models.tiny_config_dict()), dtype=dtype)
   _, step, inputs = padded_update(model, jit=True)

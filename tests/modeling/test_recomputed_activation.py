@@ -19,7 +19,7 @@ from tests.reference import google_models
 @pytest.fixture(autouse=True)
 def fake_gpu(monkeypatch):
   # The recomputation runs where a GPU is visible; nothing here needs one to run.
-  monkeypatch.setattr(placement, "_GPU", True)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))
 
 
 FUNCTIONS = {"gelu": activations.gelu, "gelu_exact": activations.gelu_exact,
@@ -136,7 +136,7 @@ def test_bert_update_matches_autodiff_and_recomputes_the_tanh():
 
 
 def test_without_a_gpu_the_gradient_is_autodiffs(monkeypatch):
-  monkeypatch.setattr(placement, "_GPU", False)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ())
   x, dy = _inputs(tf.bfloat16)
   got = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=True)
   want = _value_and_grad(activations.gelu, x, dy, jit=True, recompute=False)

@@ -18,7 +18,7 @@ from tests.reference import google_models
 @pytest.fixture(autouse=True)
 def fake_gpu(monkeypatch):
   # It applies where a GPU is visible; nothing here needs one to run.
-  monkeypatch.setattr(placement, "_GPU", True)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))
 
 
 def _update(dtype, shared=True, monkeypatch=None):
@@ -52,6 +52,6 @@ def test_bert_update_is_unchanged_and_each_width_shares_one_unit(dtype, monkeypa
 
 
 def test_without_a_gpu_the_weights_are_untouched(monkeypatch):
-  monkeypatch.setattr(placement, "_GPU", False)
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ())
   _, hlo = _update("mixed_bfloat16")
   assert not _unit_barriers(hlo)
