@@ -70,7 +70,8 @@ def _update(monkeypatch, one_pass):
 
 
 def test_a_bert_update_with_it_under_mixed_precision(monkeypatch):
-  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))  # where it applies; nothing here needs a GPU
+  # Where it applies: a GPU visible (nothing here needs one to run).
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((9, 0),))
   (got, hlo), (want, two_pass_hlo) = _update(monkeypatch, True), _update(monkeypatch, False)
   assert len(got) == len(want) > 30
   np.testing.assert_allclose(got[0], want[0], rtol=2 ** -7)
