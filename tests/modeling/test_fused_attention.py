@@ -249,6 +249,25 @@ def test_forced_cudnn_without_gpu_is_a_one_line_error():
     fused_attention.check_training(config, "bfloat16", True)
 
 
+def test_a_gpu_older_than_ampere_is_visible_but_gets_no_fused_kernel(monkeypatch):
+  """cuDNN's flash attention needs compute capability 8.0 or newer: a T4 (7.5) is a GPU for
+  the model's other GPU-only choices, not for the kernel; one Ampere among them is enough."""
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((7, 5),))
+  assert placement.gpu_visible() and not fused_attention.gpu_supports_fused_attention()
+  assert fused_attention.fused_unavailable("auto", dtype="bfloat16", head_size=64,
+                                           dropout_rate=0.0, xla=True) == (
+      "no GPU of compute capability 8.0 or newer is visible")
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ((7, 5), (8, 0)))
+  assert fused_attention.fused_unavailable("auto", dtype="bfloat16", head_size=64,
+                                           dropout_rate=0.0, xla=True) is None
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", ())
+  assert not placement.gpu_visible() and not fused_attention.gpu_supports_fused_attention()
+  # Read from TensorFlow's devices where not set: one (major, minor) per GPU.
+  monkeypatch.setattr(placement, "_GPU_CAPABILITIES", None)
+  assert len(placement.gpu_capabilities()) == len(tf.config.list_physical_devices("GPU"))
+  assert all(len(capability) == 2 for capability in placement.gpu_capabilities())
+
+
 @pytest.mark.parametrize("config,dtype,jit,reason", [
     (dict(), "float32", True, "the compute dtype is float32"),
     (dict(), "bfloat16", False, r"not XLA-compiled \(--nojit_compile\)"),
