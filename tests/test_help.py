@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 
+import bert
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,6 +129,26 @@ def _check(script, status, stdout, stderr):
 def test_script_help_lists_every_flag_and_exits_0(helps):
   for script in SCRIPTS:
     _check(script, *helps[script])
+
+
+# Google's scripts (bert-tensorflow) and ours that stand for them.
+ORIGINAL_SCRIPTS = {"run_pretraining.py": "run_pretraining.py",
+                    "run_classifier.py": "run_classifier.py", "run_squad.py": "run_squad.py",
+                    "extract_features.py": "extract_features.py",
+                    "create_pretraining_data.py": "data_prep/create_pretraining_data.py"}
+
+
+@pytest.mark.parametrize("original", sorted(ORIGINAL_SCRIPTS))
+def test_every_flag_of_the_original_script_is_listed(helps, original):
+  # The flags the original script defines, read from its source: an original command line
+  # must parse here.
+  with open(os.path.join(os.path.dirname(bert.__file__), original), encoding="utf-8") as f:
+    defined = set(_DEFINE.findall(f.read()))
+  assert len(defined) >= 5, (original, defined)
+  status, stdout, _ = helps[ORIGINAL_SCRIPTS[original]]
+  assert status == 0
+  listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", stdout, re.M))
+  assert defined <= listed, (original, sorted(defined - listed))
 
 
 def test_console_scripts_help_lists_every_flag_and_exits_0(helps):

@@ -64,6 +64,7 @@ class DistributionArgs:
   gcp_project: str | None = None
   num_gpus: int = 0
   num_tpu_cores: int | None = None
+  tpu_job_name: str | None = None
   steps_per_loop: int = DEFAULT_STEPS_PER_LOOP
   worker_start_timeout_s: int = DEFAULT_WORKER_START_TIMEOUT_S
 
@@ -77,7 +78,8 @@ class DistributionArgs:
 def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=None,
                               gcp_project=None, num_gpus=None, steps_per_loop=None,
                               use_tpu=None, tpu_name=None, master=None, num_tpu_cores=None,
-                              iterations_per_loop=None, worker_start_timeout_s=None):
+                              iterations_per_loop=None, tpu_job_name=None,
+                              worker_start_timeout_s=None):
   """Merges new-style and original-style flag values into one ``DistributionArgs``.
 
   Every argument is a flag value, None when the flag was not given. Rules:
@@ -87,8 +89,9 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
       --master for a grpc:// address); giving two different values is an error.
     - --iterations_per_loop is --steps_per_loop.
     - --worker_start_timeout_s (multi_worker_mirrored) must be >= 1.
-    - Without the tpu strategy, --tpu_name/--master/--tpu_zone/--gcp_project/--num_tpu_cores
-      are ignored, as the original ignored them with --use_tpu=False; --tpu is an error.
+    - Without the tpu strategy, --tpu_name/--master/--tpu_zone/--gcp_project/--num_tpu_cores/
+      --tpu_job_name are ignored, as the original ignored them with --use_tpu=False; --tpu is
+      an error.
 
   Raises:
     BertTfError: conflicting or invalid values, naming the flags.
@@ -117,7 +120,7 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
     raise BertTfError(f"--tpu={tpu} needs --distribution_strategy=tpu (got "
                       f"{distribution_strategy})")
   else:
-    tpu_zone = gcp_project = num_tpu_cores = None
+    tpu_zone = gcp_project = num_tpu_cores = tpu_job_name = None
 
   if (steps_per_loop is not None and iterations_per_loop is not None and
       steps_per_loop != iterations_per_loop):
@@ -133,6 +136,9 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
     raise BertTfError(f"--num_gpus must be >= 0, got {num_gpus}")
   if num_tpu_cores is not None and num_tpu_cores < 1:
     raise BertTfError(f"--num_tpu_cores must be >= 1, got {num_tpu_cores}")
+  if tpu_job_name is not None and not tpu_job_name.strip():
+    raise BertTfError("--tpu_job_name is empty: give the TPU workers' job name, or leave the "
+                      "flag out for 'worker'")
   if worker_start_timeout_s is None:
     worker_start_timeout_s = DEFAULT_WORKER_START_TIMEOUT_S
   if worker_start_timeout_s < 1:
@@ -140,11 +146,12 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
   return DistributionArgs(
       distribution_strategy=distribution_strategy, tpu=tpu, tpu_zone=tpu_zone,
       gcp_project=gcp_project, num_gpus=num_gpus, num_tpu_cores=num_tpu_cores,
-      steps_per_loop=steps_per_loop, worker_start_timeout_s=worker_start_timeout_s)
+      tpu_job_name=tpu_job_name, steps_per_loop=steps_per_loop,
+      worker_start_timeout_s=worker_start_timeout_s)
 
 
 def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None,
-                 gcp_project=None, num_gpus=0, num_tpu_cores=None,
+                 gcp_project=None, num_gpus=0, num_tpu_cores=None, tpu_job_name=None,
                  tpu_timeout_s=DEFAULT_TPU_TIMEOUT_S,
                  worker_start_timeout_s=DEFAULT_WORKER_START_TIMEOUT_S):
   """Returns the ``tf.distribute.Strategy`` named by ``distribution_strategy``.
@@ -154,6 +161,8 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
     tpu, tpu_zone, gcp_project: the Cloud TPU (tpu strategy only).
     num_gpus: GPUs for mirrored / one_device; 0 = what is visible.
     num_tpu_cores: if given, the TPU must have this many cores (replicas).
+    tpu_job_name: the TPU workers' job name in the cluster (tpu strategy only); None:
+      TensorFlow's default, ``worker``.
     tpu_timeout_s: seconds to wait for the TPU to connect and initialise.
     worker_start_timeout_s: multi_worker_mirrored: seconds to wait for every task of
       TF_CONFIG's cluster to start.
@@ -177,7 +186,7 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
   if distribution_strategy == "multi_worker_mirrored":
     return _multi_worker_strategy(worker_start_timeout_s)
   if distribution_strategy == "tpu":
-    strategy = _tpu_strategy(tpu, tpu_zone, gcp_project, tpu_timeout_s)
+    strategy = _tpu_strategy(tpu, tpu_zone, gcp_project, tpu_timeout_s, tpu_job_name)
     if num_tpu_cores is not None and strategy.num_replicas_in_sync != num_tpu_cores:
       raise BertTfError(f"--num_tpu_cores={num_tpu_cores} but "
                         f"{_describe_tpu(tpu, tpu_zone, gcp_project)} has "
@@ -300,12 +309,14 @@ def _first_line(error):
   return text.splitlines()[0].strip()
 
 
-def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s):
+def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s, job_name=None):
   """Resolves, probes, connects and initialises the TPU; each failure is one line."""
   what = _describe_tpu(tpu, tpu_zone, gcp_project)
+  # The original passed --tpu_job_name to TPUConfig; TPUClusterResolver takes it as job_name.
+  job = {"job_name": job_name} if job_name else {}
   try:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu=tpu, zone=tpu_zone, project=gcp_project)
+        tpu=tpu, zone=tpu_zone, project=gcp_project, **job)
     master = resolver.master()
   except Exception as e:  # The Cloud TPU API client raises many types; all mean "not found".
     if "cloud-tpu-client" in str(e):

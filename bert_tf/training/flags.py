@@ -35,7 +35,7 @@ FLAGS = flags.FLAGS
 
 _DISTRIBUTION_FLAGS = ("distribution_strategy", "tpu", "tpu_zone", "gcp_project", "num_gpus",
                        "steps_per_loop", "use_tpu", "tpu_name", "master", "num_tpu_cores",
-                       "iterations_per_loop", "worker_start_timeout_s")
+                       "iterations_per_loop", "tpu_job_name", "worker_start_timeout_s")
 
 
 def define_distribution_flags(flag_values=FLAGS):
@@ -86,6 +86,10 @@ def define_distribution_flags(flag_values=FLAGS):
   flags.DEFINE_integer(
       "iterations_per_loop", None, "Original flag: the same as --steps_per_loop.",
       flag_values=fv)
+  flags.DEFINE_string(
+      "tpu_job_name", None,
+      "Original flag (run_classifier.py): the name of the TPU workers' job in the cluster, "
+      "for clusters that do not call it 'worker' (the default).", flag_values=fv)
 
 
 def define_optimizer_flags(flag_values=FLAGS):

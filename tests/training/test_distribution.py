@@ -29,7 +29,7 @@ def test_original_cloud_tpu_command_line_resolves_to_tpu():
                                   num_tpu_cores=8, steps_per_loop=500)
   assert args.strategy_kwargs() == {
       "distribution_strategy": "tpu", "tpu": "my-tpu", "tpu_zone": "us-central1-f",
-      "gcp_project": "proj", "num_gpus": 0, "num_tpu_cores": 8,
+      "gcp_project": "proj", "num_gpus": 0, "num_tpu_cores": 8, "tpu_job_name": None,
       "worker_start_timeout_s": distribution.DEFAULT_WORKER_START_TIMEOUT_S}
   assert resolve_distribution_args(use_tpu=True, master="grpc://10.0.0.2:8470").tpu == (
       "grpc://10.0.0.2:8470")
@@ -50,7 +50,7 @@ def test_new_flags_and_defaults():
 
 def test_original_ignores_tpu_flags_without_use_tpu():
   args = resolve_distribution_args(use_tpu=False, tpu_name="my-tpu", tpu_zone="z",
-                                   num_tpu_cores=8)
+                                   num_tpu_cores=8, tpu_job_name="tpu_worker")
   assert args == DistributionArgs(distribution_strategy="default")
 
 
@@ -69,6 +69,7 @@ def test_original_ignores_tpu_flags_without_use_tpu():
     ({"distribution_strategy": "gpu"}, "--distribution_strategy=gpu is not one of"),
     ({"iterations_per_loop": 0}, "--steps_per_loop must be >= 1, got 0"),
     ({"num_gpus": -1}, "--num_gpus must be >= 0"),
+    ({"use_tpu": True, "tpu_job_name": " "}, "--tpu_job_name is empty"),
 ])
 def test_conflicts_are_one_line_errors(kwargs, message):
   with pytest.raises(BertTfError, match=message.replace("+", r"\+")) as error:
@@ -147,6 +148,32 @@ def test_unreachable_tpu_address_fails_fast():
       distribution.get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}",
                                 tpu_zone="europe-west4-a")
     assert time.monotonic() - start < GAVE_UP_S
+
+
+def test_tpu_job_name_names_the_resolvers_job(monkeypatch):
+  # The original's --tpu_job_name (run_classifier.py, TPUConfig's tpu_job_name) reaches
+  # TensorFlow's resolver, whose cluster then calls the TPU's workers by it; without it, by
+  # TensorFlow's default name. The TPU is an address that refuses connections, so the strategy
+  # stops at the probe, after the resolver is made.
+  made = []
+  real = tf.distribute.cluster_resolver.TPUClusterResolver
+
+  def recording(*args, **kwargs):
+    made.append(real(*args, **kwargs))
+    return made[-1]
+
+  monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", recording)
+  with socket.socket() as closed:
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    for job in ("tpu_worker", None):
+      args = resolve_distribution_args(use_tpu=True, tpu_name=f"grpc://127.0.0.1:{port}",
+                                       tpu_job_name=job)
+      assert args.tpu_job_name == job
+      with pytest.raises(BertTfError, match="cannot reach TPU"):
+        distribution.get_strategy(**args.strategy_kwargs())
+  assert [r.cluster_spec().as_dict() for r in made] == [
+      {"tpu_worker": [f"127.0.0.1:{port}"]}, {"worker": [f"127.0.0.1:{port}"]}]
 
 
 _SUBPROCESS = textwrap.dedent("""

@@ -51,10 +51,10 @@ def test_original_tpu_flags_are_all_defined(script):
 
 def test_original_command_line_resolves_to_tpu():
   fv = _parsed(["--use_tpu=True", "--tpu_name=my-tpu", "--tpu_zone=us-central1-f",
-                "--num_tpu_cores=8", "--iterations_per_loop=250"])
+                "--num_tpu_cores=8", "--iterations_per_loop=250", "--tpu_job_name=tpu_worker"])
   assert training_flags.distribution_args(fv) == distribution.DistributionArgs(
       distribution_strategy="tpu", tpu="my-tpu", tpu_zone="us-central1-f",
-      num_tpu_cores=8, steps_per_loop=250)
+      num_tpu_cores=8, tpu_job_name="tpu_worker", steps_per_loop=250)
   assert training_flags.loop_kwargs(fv)["steps_per_loop"] == 250
 
 
