@@ -247,15 +247,16 @@ def resolve_flags(init_checkpoint=None, bert_config_file=None, vocab_file=None,
 # ---------------------------------------------------------------------------------------------
 
 
-def _remove_stale(parent, base):
-  """Removes the temporaries (files and folders) of ``base`` left by stopped processes."""
+def remove_stale(parent, base, archive=".zip"):
+  """Removes the temporaries (files and folders) of ``base`` and of ``base + archive`` left by
+  stopped processes."""
   try:
     entries = os.listdir(parent)
   except OSError:
     return
   for entry in entries:
     temp = fileio.temp_target(entry)
-    if temp is None or temp[0] not in (base, base + ".zip") or fileio.process_running(temp[1]):
+    if temp is None or temp[0] not in (base, base + archive) or fileio.process_running(temp[1]):
       continue
     path = os.path.join(parent, entry)
     if os.path.isdir(path):
@@ -271,7 +272,7 @@ def _mb(size):
 def _download(model, target, stream):
   parent = os.path.dirname(target)
   os.makedirs(parent, exist_ok=True)
-  _remove_stale(parent, model.name)
+  remove_stale(parent, model.name)
   if _whole(target):  # Another process has just finished it.
     return
   if os.path.isdir(target):  # Not whole (e.g. a file removed by hand): replaced.
@@ -280,7 +281,7 @@ def _download(model, target, stream):
   zip_tmp = fileio.temp_name(os.path.join(parent, model.name + ".zip"))
   folder_tmp = fileio.temp_name(target)
   try:
-    _fetch(address, zip_tmp, model, stream)
+    fetch(address, zip_tmp, model.name, stream, lambda why: _fail(address, model, why))
     _extract(zip_tmp, folder_tmp, fileio.temp_name(target), address)
     try:
       os.rename(folder_tmp, target)
@@ -299,15 +300,16 @@ def _fail(address, model, why):
                     "unzip it yourself and pass its folder)")
 
 
-def _fetch(address, path, model, stream):
-  """Downloads ``address`` to ``path``, with a progress line, checking the length."""
+def fetch(address, path, name, stream, fail):
+  """Downloads ``address`` to ``path``, with a progress line (``downloading <name>``), checking
+  the length; ``fail(why)`` raises the caller's one-line error."""
   try:
     response = urllib.request.urlopen(  # pylint: disable=consider-using-with
         address, timeout=_TIMEOUT_S)
   except urllib.error.HTTPError as e:
-    _fail(address, model, f"HTTP {e.code} {e.reason}")
+    fail(f"HTTP {e.code} {e.reason}")
   except (urllib.error.URLError, OSError, ValueError) as e:
-    _fail(address, model, str(getattr(e, "reason", e)).strip() or type(e).__name__)
+    fail(str(getattr(e, "reason", e)).strip() or type(e).__name__)
   done, start, last = 0, time.monotonic(), 0.0
   with response:
     total = response.headers.get("Content-Length")
@@ -315,7 +317,7 @@ def _fetch(address, path, model, stream):
     tty = getattr(stream, "isatty", None) and stream.isatty()
     back = "\r" if tty else ""
     of = f" of {_mb(total)}" if total else ""
-    stream.write(f"downloading {model.name}{of} from {address} to {cache_dir()}\n")
+    stream.write(f"downloading {name}{of} from {address} to {cache_dir()}\n")
     stream.flush()
 
     def show(end=""):  # A terminal's line is rewritten in place; a log gets the last one.
@@ -324,17 +326,17 @@ def _fetch(address, path, model, stream):
       stream.write(f"{back}  {part}, {done / elapsed / 1e6:.1f} MB/s{end}")
       stream.flush()
 
-    def fail(why):
+    def lost(why):
       if last:  # End the progress line before the error.
         stream.write("\n")
-      _fail(address, model, why)
+      fail(why)
 
     with open(path, "wb", buffering=0) as f:
       while True:
         try:
           chunk = response.read1(_CHUNK)  # What has arrived (read() would wait for all).
         except (OSError, http.client.HTTPException) as e:
-          fail(f"connection lost after {done} bytes ({type(e).__name__})")
+          lost(f"connection lost after {done} bytes ({type(e).__name__})")
         if not chunk:
           break
         f.write(chunk)
@@ -343,7 +345,7 @@ def _fetch(address, path, model, stream):
           last = time.monotonic()
           show()
     if total is not None and done != total:
-      fail(f"connection lost after {done} of {total} bytes")
+      lost(f"connection lost after {done} of {total} bytes")
     show(end="\n")
 
 
