@@ -82,15 +82,25 @@ training_flags.define_training_flags()
 
 def main(argv):
   del argv
-  from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
-  from bert_tf.training import classifier  # pylint: disable=import-outside-toplevel
-  from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("vocab_file", "bert_config_file"))
+  require_task_flags()
+  run(training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS))
+
+
+def require_task_flags():
+  """--task_name and --output_dir are required (a one-line error)."""
+  from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   for name in ("task_name", "output_dir"):
     if not FLAGS[name].value:
       raise BertTfError(f"--{name} is required")
-  config = training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS)
+
+
+def run(config):
+  """Fine-tunes, evaluates and predicts as the flags say, with the model ``config`` (the flags'
+  --init_checkpoint, --vocab_file and --do_lower_case already resolved)."""
+  from bert_tf.training import classifier  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())
