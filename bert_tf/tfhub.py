@@ -28,6 +28,7 @@ import shutil
 import sys
 import tarfile
 import urllib.parse
+import urllib.request
 
 from bert_tf import fileio
 from bert_tf import pretrained
@@ -80,6 +81,9 @@ def resolve(handle, *, stream=None):
   if not handle:
     raise BertTfError("--bert_hub_module_handle is required")
   handle = os.fspath(handle)
+  if handle.startswith("file:"):  # A file:// URL of a module folder is that folder.
+    local = urllib.request.url2pathname(urllib.parse.urlparse(handle).path)
+    handle = local if os.path.isdir(local) else handle
   if os.path.isdir(handle):
     if not _is_module(handle):
       raise BertTfError(f"--bert_hub_module_handle={handle}: not a TF-Hub module folder (no "
@@ -222,7 +226,8 @@ def module_config(shapes, name, bert_config_file=None, folder_name=""):
   vocab_size, hidden = shapes[needed[0]]
   layers = len({int(m.group(1)) for m in
                 (re.match(r"bert/encoder/layer_(\d+)/", n) for n in shapes) if m})
-  named = re.search(r"_A-(\d+)(?![0-9])", f"{name} {folder_name}")
+  # tfhub.dev's bert_uncased_L-12_H-768_A-12, Kaggle's uncased-l-12-h-768-a-12.
+  named = re.search(r"[_-]A-(\d+)(?![0-9])", f"{name} {folder_name}", re.IGNORECASE)
   if named:
     heads, heads_from = int(named.group(1)), f"the module's name ({named.group(0)[1:]})"
   elif hidden % _HEAD_SIZE == 0:

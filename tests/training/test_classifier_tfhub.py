@@ -44,6 +44,7 @@ def _outputs(module):
 def test_module_gives_what_the_hub_library_computes():
   module = tfhub.load(str(MODULE))
   assert module.folder == str(MODULE)
+  assert tfhub.resolve(MODULE.as_uri()) == str(MODULE)
   assert module.vocab_file == str(MODULE / "assets" / "vocab.txt")
   # The module's tokenization_info says False (the scripts' flag defaults to True).
   assert module.do_lower_case is False
@@ -69,6 +70,9 @@ def test_heads_from_the_name_else_64_wide_else_a_config_file(tmp_path):
                                       "-768_A-6/1")
   assert (config.num_attention_heads, config.num_hidden_layers, where) == (
       6, 3, "the module's name (A-6)")
+  config, where = tfhub.module_config(
+      _shapes(768), "https://www.kaggle.com/models/google/bert/tensorFlow1/cased-l-3-h-768-a-6/1")
+  assert (config.num_attention_heads, where) == (6, "the module's name (a-6)")
   config, where = tfhub.module_config(_shapes(768), "/models/my_bert", folder_name="1")
   assert (config.num_attention_heads, where) == (12, "hidden size 768 / 64 (Google's head size)")
   assert (config.vocab_size, config.intermediate_size, config.max_position_embeddings,
