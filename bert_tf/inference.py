@@ -41,7 +41,8 @@ quiet.setup_library()
 import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
 from absl import logging  # noqa: E402  pylint: disable=wrong-import-position
 
-from bert_tf import classifier_labels, inference_heads, pretrained, progress, tokenization
+from bert_tf import classifier_labels, inference_heads, pretrained, progress, tfhub
+from bert_tf import tokenization
 from bert_tf import pooling as pooling_lib
 from bert_tf.casing import resolve_do_lower_case
 from bert_tf.errors import BertTfError
@@ -112,9 +113,11 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   Args:
     path: a model folder (Google, bert_tf or Hugging Face layout), a checkpoint prefix
       (``.../bert_model.ckpt``) or ``.safetensors`` file whose folder holds the config/vocab,
-      or the name of one of Google's released checkpoints (``"bert-base-uncased"``,
+      the name of one of Google's released checkpoints (``"bert-base-uncased"``,
       ``"uncased_L-12_H-768_A-12"``, ...: downloaded once into a cache, see
-      ``bert_tf.pretrained``).
+      ``bert_tf.pretrained``), or one of Google's BERT modules of TF-Hub (its folder, a
+      ``.tar.gz`` or URL: ``https://tfhub.dev/google/bert_uncased_L-12_H-768_A-12/1``; see
+      ``bert_tf.tfhub``).
     config_file: ``bert_config.json`` / ``config.json``, if not in the folder (or a model name).
     vocab_file: ``vocab.txt``, if not in the folder (or a model name).
     do_lower_case: override the casing (else learned as in ``resolve_do_lower_case``).
@@ -127,6 +130,9 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
     BertTfError: a missing file, a config that does not fit the checkpoint, a casing that
       contradicts a Google checkpoint's name.
   """
+  if tfhub.is_handle(path):
+    return _load_tfhub_module(path, config_file, vocab_file, do_lower_case, max_seq_length,
+                              batch_size)
   path = pretrained.resolve(path)
   config_file = pretrained.resolve_file(config_file, "bert_config.json")
   vocab_file = pretrained.resolve_file(vocab_file, "vocab.txt")
@@ -165,6 +171,33 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
                                          clean_up_tokenization_spaces=_clean_up_setting(folder))
   classifier_info = classifier_labels.read(folder)
 
+  return _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
+                classifier_info)
+
+
+def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_length,
+                       batch_size):
+  """``load`` of one of Google's BERT modules of TF-Hub (``bert_tf.tfhub``): its weights, its
+  vocab (or ``vocab_file``) and the casing its ``tokenization_info`` says (or
+  ``do_lower_case``); ``config_file``, if given, for the model's sizes."""
+  module = tfhub.load(handle, pretrained.resolve_file(config_file, "bert_config.json"))
+  vocab_file = pretrained.resolve_file(vocab_file, "vocab.txt") or module.vocab_file
+  vocab = tokenization.load_vocab(vocab_file)
+  tokenization.check_vocab_size(vocab_file, len(vocab), module.config.vocab_size,
+                                config_file or module.checkpoint)
+  if do_lower_case is None:
+    lower, source = module.do_lower_case, "the module's tokenization_info"
+  else:
+    lower, source = bool(do_lower_case), "do_lower_case="
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file, do_lower_case=lower, never_split=[t for t in SPECIAL_TOKENS if t in vocab])
+  return _ready(module.config, tokenizer, module.checkpoint, lower, source, max_seq_length,
+                batch_size, None)
+
+
+def _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
+           classifier_info):
+  """The ``InferenceModel`` of ``config`` with the weights at ``path``."""
   model = BertPretrainer(config)
   report = checkpoints.load_weights(model, path)
   # Heads (and the pooler, absent from Hugging Face's masked-LM-only models) are optional.

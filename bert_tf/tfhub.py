@@ -36,6 +36,7 @@ from bert_tf.errors import BertTfError
 
 _CHECKPOINT = os.path.join("variables", "variables")
 _HEAD_SIZE = 64  # Every released BERT's attention heads are 64 wide.
+_GIVE_CONFIG = "give its bert_config.json (--bert_config_file, or bert_tf.load's config_file=)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,23 @@ def _is_url(handle):
 
 def _is_archive(handle):
   return urllib.parse.urlparse(handle).path.endswith((".tar.gz", ".tgz"))
+
+
+def is_handle(path):
+  """Whether ``path`` names a TF-Hub module: a module folder, a ``.tar.gz`` file, or an http(s)
+  URL, or a file:// URL of one of the first two (none of them a checkpoint or model folder
+  that ``bert_tf.load`` reads otherwise)."""
+  if not isinstance(path, (str, os.PathLike)):
+    return False
+  path = os.fspath(path)
+  scheme = urllib.parse.urlparse(path).scheme
+  if scheme in ("http", "https"):
+    return True
+  if scheme == "file":
+    path = urllib.request.url2pathname(urllib.parse.urlparse(path).path)
+  if os.path.isdir(path):
+    return _is_module(path)
+  return _is_archive(path) and os.path.isfile(path)
 
 
 def cached_folder(handle):
@@ -234,10 +252,10 @@ def module_config(shapes, name, bert_config_file=None, folder_name=""):
     heads, heads_from = hidden // _HEAD_SIZE, f"hidden size {hidden} / 64 (Google's head size)"
   else:
     raise BertTfError(f"{name}: cannot tell its number of attention heads (hidden size "
-                      f"{hidden}); pass --bert_config_file")
+                      f"{hidden}); {_GIVE_CONFIG}")
   if heads < 1 or hidden % heads:
     raise BertTfError(f"{name}: {heads} attention heads do not divide its hidden size "
-                      f"{hidden}; pass --bert_config_file")
+                      f"{hidden}; {_GIVE_CONFIG}")
   config = BertConfig(
       vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
       num_attention_heads=heads, intermediate_size=shapes[needed[3]][1], hidden_act="gelu",

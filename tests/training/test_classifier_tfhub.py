@@ -55,6 +55,28 @@ def test_module_gives_what_the_hub_library_computes():
     np.testing.assert_allclose(value, reference[key], atol=2e-6, rtol=0, err_msg=key)
 
 
+def test_bert_tf_load_takes_a_module(tmp_path, monkeypatch):
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
+  archive = tmp_path / "bert_cased_L-2_H-32_A-4.tar.gz"
+  with tarfile.open(archive, "w:gz") as tar:
+    tar.add(MODULE, arcname="module")
+  reference = np.load(REFERENCE)
+  feed = {k: reference[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  for handle in (str(MODULE), archive.as_uri()):
+    model = bert_tf.load(handle)
+    assert model.do_lower_case is False and not model.has_masked_lm, handle
+    np.testing.assert_allclose(model.encoder(feed, training=False)["pooled_output"],
+                               reference["pooled_output"], atol=2e-6, rtol=0)
+    assert model.tokenize(["Hello"])[0] == [["[CLS]", "H", "##el", "##lo", "[SEP]"]]
+  lowered = bert_tf.load(str(MODULE), do_lower_case=True)
+  assert lowered.tokenize(["Hello"])[0] == [["[CLS]", "he", "##ll", "##o", "[SEP]"]]
+  # What bert_tf.load read before is not taken for a module.
+  assert not any(tfhub.is_handle(p) for p in (
+      str(MODULE / "variables" / "variables"), str(MODULE / "assets"), "bert-base-uncased",
+      str(tmp_path / "missing.tar.gz"), None))
+
+
 def _shapes(hidden=32):
   return {"bert/embeddings/word_embeddings": [1000, hidden],
           "bert/embeddings/position_embeddings": [64, hidden],
