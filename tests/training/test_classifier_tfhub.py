@@ -7,6 +7,7 @@ the module without tensorflow_hub and must compute the same. The script must the
 run_classifier.py given the module's parts by hand.
 """
 
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from bert_tf import tfhub
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertModel, checkpoints
 from tests.conftest import FIXTURES
+from tests.inference.model_server import ModelServer
 from tests.reference import google_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -127,6 +129,36 @@ def test_an_archive_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
   assert tfhub.resolve(url) == module.folder
   # Only the folder is left in the cache, no temporary names.
   assert os.listdir(os.path.dirname(module.folder)) == [os.path.basename(module.folder)]
+
+
+def _tar_gz(folder):
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    tar.add(folder, arcname=".")  # TF-Hub's archives hold the module's files at the top
+  return buffer.getvalue()
+
+
+def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
+  # A local HTTP server in place of tfhub.dev: the module's URL is asked for with
+  # ?tf-hub-format=compressed; a cut download is one line and leaves nothing in the cache.
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
+  server = ModelServer()
+  try:
+    url = f"{server.url}/google/bert_cased_L-2_H-32_A-4/1"
+    server.files["/google/bert_cased_L-2_H-32_A-4/1?tf-hub-format=compressed"] = _tar_gz(MODULE)
+    server.mode = "truncate"
+    with pytest.raises(BertTfError, match=r"cannot download the module .* connection lost"):
+      tfhub.load(url, stream=io.StringIO())
+    assert os.listdir(tmp_path / "cache" / "tfhub") == []
+    server.mode = "whole"
+    module = tfhub.load(url, stream=io.StringIO())
+    assert module.heads_from == "the module's name (A-4)" and module.do_lower_case is False
+    reference, outputs = _outputs(module)
+    np.testing.assert_allclose(outputs["pooled_output"], reference["pooled_output"], atol=2e-6)
+    assert tfhub.load(url).folder == module.folder
+    assert server.requests == ["/google/bert_cased_L-2_H-32_A-4/1?tf-hub-format=compressed"] * 2
+  finally:
+    server.close()
 
 
 def test_bad_handles_are_one_line_errors(tmp_path, monkeypatch):
