@@ -283,14 +283,20 @@ def _download(model, target, stream):
   try:
     fetch(address, zip_tmp, model.name, stream, lambda why: _fail(address, model, why))
     _extract(zip_tmp, folder_tmp, fileio.temp_name(target), address)
-    try:
-      os.rename(folder_tmp, target)
-    except OSError:
-      if not _whole(target):  # Another process finished the same download first: fine.
-        raise
+    place(folder_tmp, target, _whole)
   finally:
     fileio.discard(zip_tmp)
     shutil.rmtree(folder_tmp, ignore_errors=True)
+
+
+def place(folder_tmp, target, whole):
+  """Renames the whole temporary folder ``folder_tmp`` to ``target``; if another process has
+  placed one there first (``whole(target)``), that one stays."""
+  try:
+    os.rename(folder_tmp, target)
+  except OSError:
+    if not whole(target):
+      raise
 
 
 def _fail(address, model, why):

@@ -159,11 +159,7 @@ def _fetch_and_unpack(handle, target, stream):
       raise BertTfError(f"--bert_hub_module_handle={handle}: the archive holds no TF-Hub "
                         f"module (saved_model.pb and {_CHECKPOINT}.index)")
     os.rename(home, folder_tmp)
-    try:
-      os.rename(folder_tmp, target)
-    except OSError:
-      if not _is_module(target):  # Another process finished the same module first: fine.
-        raise
+    pretrained.place(folder_tmp, target, _is_module)
   finally:
     fileio.discard(archive_tmp)
     shutil.rmtree(folder_tmp, ignore_errors=True)
