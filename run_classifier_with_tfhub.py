@@ -46,7 +46,7 @@ def main(argv):
   print(f"TF-Hub module {module.folder}: {config.num_hidden_layers} layers, hidden size "
         f"{config.hidden_size}, {config.num_attention_heads} heads (from "
         f"{module.heads_from}), vocab {config.vocab_size}, "
-        f"do_lower_case={module.do_lower_case}", flush=True)
+        f"do_lower_case={module.do_lower_case} (from {module.casing_from})", flush=True)
   FLAGS.init_checkpoint = module.checkpoint
   FLAGS.vocab_file = module.vocab_file
   FLAGS.do_lower_case = module.do_lower_case

@@ -186,7 +186,7 @@ def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_l
   tokenization.check_vocab_size(vocab_file, len(vocab), module.config.vocab_size,
                                 config_file or module.checkpoint)
   if do_lower_case is None:
-    lower, source = module.do_lower_case, "the module's tokenization_info"
+    lower, source = module.do_lower_case, module.casing_from
   else:
     lower, source = bool(do_lower_case), "do_lower_case="
   tokenizer = tokenization.FullTokenizer(

@@ -9,7 +9,9 @@ variable names of Google's checkpoints, ``bert/...``) and ``assets/`` (the vocab
 
 ``load(handle)`` gives what a bert_tf run needs from one: the checkpoint, the vocab file,
 ``do_lower_case`` (the value its ``tokenization_info`` signature returns, as the original asked
-the module) and a ``BertConfig``. A module holds no bert_config.json: the sizes come from the
+the module: read from the graph's constant, else computed by TensorFlow from the graph, else,
+for a graph TensorFlow 2.21 cannot run, from the handle's name, uncased / cased, as the
+original's checkpoint check did) and a ``BertConfig``. A module holds no bert_config.json: the sizes come from the
 variables' shapes, the dropout and activation are BERT's (0.1, gelu), and the number of heads,
 which no shape holds, comes from a config file if one is given, else from the module's name
 (``..._A-12``), else from Google's 64-wide heads (every released BERT has them).
@@ -48,6 +50,7 @@ class HubModule:
   do_lower_case: bool
   config: object  # bert_tf.modeling.BertConfig
   heads_from: str  # where num_attention_heads came from (said in the script's log)
+  casing_from: str  # where do_lower_case came from
 
 
 def _is_module(folder):
@@ -194,10 +197,10 @@ def _default_graph(folder):
   return next((g for g in model.meta_graphs if not g.meta_info_def.tags), model.meta_graphs[0])
 
 
-def tokenization_info(folder):
-  """``(vocab_file, do_lower_case)``: what the module's ``tokenization_info`` signature returns,
-  the vocab as the module's asset file in ``folder/assets``."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+def tokenization_info(folder, name=""):
+  """``(vocab_file, do_lower_case, how)``: what the module's ``tokenization_info`` signature
+  returns, the vocab as the module's asset file in ``folder/assets``; ``how`` says where
+  ``do_lower_case`` came from. ``name`` (the handle) is the last resort for the casing."""
   from tensorflow.core.protobuf import meta_graph_pb2  # pylint: disable=import-outside-toplevel
   graph = _default_graph(folder)
   signature = graph.signature_def.get("tokenization_info")
@@ -213,15 +216,46 @@ def tokenization_info(folder):
       vocab_file = os.path.join(folder, "assets", asset.filename)
   if vocab_file is None or not os.path.isfile(vocab_file):
     raise BertTfError(f"{folder}: the vocab of its tokenization_info is not in its assets/")
-  with tf.Graph().as_default() as g:  # The signature's value, whatever computes it.
+  tensor = signature.outputs["do_lower_case"].name
+  value = _constant(graph.graph_def, tensor)
+  if value is not None:
+    return vocab_file, value, "the module's tokenization_info"
+  value = _evaluated(graph, tensor)
+  if value is not None:
+    return vocab_file, value, "the module's tokenization_info"
+  # The original's own fallback for checkpoints (validate_case_matches_checkpoint): the name.
+  cased = re.search(r"(?<![a-z])(un)?cased(?![a-z])", f"{name} {folder}", re.IGNORECASE)
+  if cased:
+    return vocab_file, bool(cased.group(1)), f"the module's name ({cased.group(0)})"
+  raise BertTfError(f"{folder}: cannot evaluate its tokenization_info's do_lower_case, and its "
+                    "name says no casing (uncased / cased)")
+
+
+def _constant(graph_def, tensor):
+  """The value of ``tensor`` (``node:0``) when it is a constant (through Identity nodes)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  nodes = {node.name: node for node in graph_def.node}
+  node = nodes.get(tensor.split(":")[0])
+  for _ in range(len(nodes)):
+    if node is None or node.op != "Identity" or not node.input:
+      break
+    node = nodes.get(node.input[0].lstrip("^").split(":")[0])
+  if node is None or node.op != "Const":
+    return None
+  value = tf.make_ndarray(node.attr["value"].tensor)
+  return bool(value) if value.dtype == bool and value.size == 1 else None
+
+
+def _evaluated(graph, tensor):
+  """``tensor`` of the meta graph ``graph`` evaluated in a session, or None if it cannot be."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default() as g:
     try:
       tf.compat.v1.train.import_meta_graph(graph, clear_devices=True)
       with tf.compat.v1.Session(graph=g) as session:
-        do_lower_case = bool(session.run(signature.outputs["do_lower_case"].name))
-    except (tf.errors.OpError, ValueError, KeyError) as e:
-      raise BertTfError(f"{folder}: cannot evaluate tokenization_info's do_lower_case "
-                        f"({type(e).__name__})") from None
-  return vocab_file, do_lower_case
+        return bool(session.run(tensor))
+    except (tf.errors.OpError, ValueError, KeyError, TypeError):
+      return None
 
 
 def module_config(shapes, name, bert_config_file=None, folder_name=""):
@@ -270,8 +304,9 @@ def load(handle, bert_config_file=None, *, stream=None):
     shapes = dict(tf.train.list_variables(checkpoint))
   except (tf.errors.OpError, ValueError) as e:
     raise BertTfError(f"{checkpoint}: unreadable checkpoint ({type(e).__name__})") from None
-  vocab_file, do_lower_case = tokenization_info(folder)
+  vocab_file, do_lower_case, casing_from = tokenization_info(folder, os.fspath(handle))
   config, heads_from = module_config(shapes, os.fspath(handle), bert_config_file,
                                      os.path.basename(os.path.normpath(folder)))
   return HubModule(folder=folder, checkpoint=checkpoint, vocab_file=vocab_file,
-                   do_lower_case=do_lower_case, config=config, heads_from=heads_from)
+                   do_lower_case=do_lower_case, config=config, heads_from=heads_from,
+                   casing_from=casing_from)

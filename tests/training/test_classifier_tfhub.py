@@ -52,6 +52,7 @@ def test_module_gives_what_the_hub_library_computes():
   assert module.do_lower_case is False
   assert module.config.to_dict() == {**BertConfig(**CONFIG).to_dict()}
   assert module.heads_from == "the module's name (A-4)"
+  assert module.casing_from == "the module's tokenization_info"
   reference, outputs = _outputs(module)
   for key, value in outputs.items():
     np.testing.assert_allclose(value, reference[key], atol=2e-6, rtol=0, err_msg=key)
@@ -77,6 +78,47 @@ def test_bert_tf_load_takes_a_module(tmp_path, monkeypatch):
   assert not any(tfhub.is_handle(p) for p in (
       str(MODULE / "variables" / "variables"), str(MODULE / "assets"), "bert-base-uncased",
       str(tmp_path / "missing.tar.gz"), None))
+
+
+def _module_with_casing(folder, make_node):
+  """A copy of the module at ``folder`` whose do_lower_case tensor's node is ``make_node(name)``
+  (a NodeDef, with any extra nodes it needs: a list)."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+  shutil.copytree(MODULE, folder)
+  model = saved_model_pb2.SavedModel()
+  model.ParseFromString((folder / "saved_model.pb").read_bytes())
+  for graph in model.meta_graphs:
+    name = graph.signature_def["tokenization_info"].outputs["do_lower_case"].name.split(":")[0]
+    kept = [n for n in graph.graph_def.node if n.name != name]
+    del graph.graph_def.node[:]
+    graph.graph_def.node.extend(kept + make_node(name))
+  (folder / "saved_model.pb").write_bytes(model.SerializeToString())
+  return folder
+
+
+def test_casing_computed_from_the_graph_else_from_the_name(tmp_path):
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tensorflow.core.framework import node_def_pb2  # pylint: disable=import-outside-toplevel
+
+  def logical_not_of_true(name):  # do_lower_case = not True: no constant to read
+    true = node_def_pb2.NodeDef(name=name + "/x", op="Const")
+    true.attr["dtype"].type = tf.bool.as_datatype_enum
+    true.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(True))
+    result = node_def_pb2.NodeDef(name=name, op="LogicalNot", input=[true.name])
+    return [true, result]
+
+  def unknown_op(name):  # a graph TensorFlow cannot run
+    return [node_def_pb2.NodeDef(name=name, op="NoSuchOpOfAnOlderTensorFlow")]
+
+  computed = _module_with_casing(tmp_path / "computed_L-2_H-32_A-4", logical_not_of_true)
+  assert tfhub.tokenization_info(str(computed))[1:] == (False, "the module's tokenization_info")
+  named = _module_with_casing(tmp_path / "bert_uncased_L-2_H-32_A-4", unknown_op)
+  assert tfhub.tokenization_info(str(named))[1:] == (True, "the module's name (uncased)")
+  assert tfhub.tokenization_info(str(named), "https://tfhub.dev/google/bert_cased_L-2/1")[1:] == (
+      False, "the module's name (cased)")
+  unnamed = _module_with_casing(tmp_path / "mine", unknown_op)
+  with pytest.raises(BertTfError, match="cannot evaluate its tokenization_info's do_lower_case"):
+    tfhub.tokenization_info(str(unnamed))
 
 
 def _shapes(hidden=32):
