@@ -192,6 +192,12 @@ def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
     with pytest.raises(BertTfError, match=r"cannot download the module .* connection lost"):
       tfhub.load(url, stream=io.StringIO())
     assert os.listdir(tmp_path / "cache" / "tfhub") == []
+    # What a killed download leaves (a stopped process's temporary names) goes with the next.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    target = tfhub.cached_folder(url)
+    for stale in (f"{target}.tar.gz.tmp-{gone.pid}-0123abcd", f"{target}.tmp-{gone.pid}-0123abcd"):
+      open(stale, "wb").close()
     server.mode = "whole"
     module = tfhub.load(url, stream=io.StringIO())
     assert module.heads_from == "the module's name (A-4)" and module.do_lower_case is False
@@ -199,6 +205,7 @@ def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
     np.testing.assert_allclose(outputs["pooled_output"], reference["pooled_output"], atol=2e-6)
     assert tfhub.load(url).folder == module.folder
     assert server.requests == ["/google/bert_cased_L-2_H-32_A-4/1?tf-hub-format=compressed"] * 2
+    assert os.listdir(tmp_path / "cache" / "tfhub") == [os.path.basename(target)]
   finally:
     server.close()
 
