@@ -1,4 +1,4 @@
-"""Per-token activations of a BERT's layers as JSON lines (Google's extract_features.py).
+r"""Per-token activations of a BERT's layers as JSON lines (Google's extract_features.py).
 
   python extract_features.py --input_file=input.txt --output_file=output.jsonl \
     --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \

@@ -1,4 +1,4 @@
-"""Fine-tune BERT for sentence (pair) classification: Google's run_classifier.py, TF2, TPU-first.
+r"""Fine-tune BERT for sentence (pair) classification: Google's run_classifier.py, TF2, TPU-first.
 
   python run_classifier.py --task_name=MRPC --do_train=True --do_eval=True \
     --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \

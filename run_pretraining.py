@@ -1,4 +1,4 @@
-"""Pretrain BERT on pretraining TFRecords (Google's run_pretraining.py, TF2, TPU-first).
+r"""Pretrain BERT on pretraining TFRecords (Google's run_pretraining.py, TF2, TPU-first).
 
   python run_pretraining.py --input_file=gs://bucket/tf_examples.tfrecord* \
     --output_dir=gs://bucket/pretraining_output --do_train=True --do_eval=True \

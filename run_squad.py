@@ -1,4 +1,4 @@
-"""Fine-tune BERT on SQuAD v1.1 / v2.0 and answer questions: Google's run_squad.py, TF2, TPU-first.
+r"""Fine-tune BERT on SQuAD v1.1 / v2.0 and answer questions: Google's run_squad.py, TF2, TPU-first.
 
   python run_squad.py --vocab_file=$BERT_BASE_DIR/vocab.txt \
     --bert_config_file=$BERT_BASE_DIR/bert_config.json \

@@ -1,4 +1,4 @@
-"""Learn a WordPiece vocab.txt from raw text, for pretraining BERT from scratch.
+r"""Learn a WordPiece vocab.txt from raw text, for pretraining BERT from scratch.
 
   python data_prep/build_vocab.py --input_file='corpus/*.txt' --vocab_file=vocab.txt \
     --vocab_size=30522 --do_lower_case=True --num_unused_tokens=99

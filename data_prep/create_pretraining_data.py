@@ -1,8 +1,8 @@
-"""Pretraining TFRecords from raw text: Google's create_pretraining_data.py, much faster.
+r"""Pretraining TFRecords from raw text: Google's create_pretraining_data.py, much faster.
 
-  python data_prep/create_pretraining_data.py \\
-    --input_file='corpus/*.txt' --output_file=out/train-0.tfrecord,out/train-1.tfrecord \\
-    --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \\
+  python data_prep/create_pretraining_data.py \
+    --input_file='corpus/*.txt' --output_file=out/train-0.tfrecord,out/train-1.tfrecord \
+    --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \
     --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=10
 
 Input: one sentence per line, a blank line between documents (as the original).

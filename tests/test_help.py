@@ -136,6 +136,17 @@ def test_script_help_lists_every_flag_and_exits_0(helps):
     _check(script, *helps[script])
 
 
+def test_script_help_shows_the_docstring_as_written(helps):
+  # Every line of the script's docstring, as in its source, is a line of --help: the example
+  # commands keep their " \\" line ends (a raw string: not joined into one line by escapes).
+  for script in SCRIPTS:
+    with open(os.path.join(ROOT, script), encoding="utf-8") as f:
+      written = f.read().split('"""')[1]
+    printed = set(helps[script][1].splitlines())
+    missing = [line for line in written.splitlines() if line.strip() and line not in printed]
+    assert not missing, (script, missing[:3])
+
+
 # Google's scripts (bert-tensorflow) and ours that stand for them.
 ORIGINAL_SCRIPTS = {"run_pretraining.py": "run_pretraining.py",
                     "run_classifier.py": "run_classifier.py",
