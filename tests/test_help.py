@@ -138,7 +138,7 @@ def test_script_help_lists_every_flag_and_exits_0(helps):
 
 def test_script_help_shows_the_docstring_as_written(helps):
   # Every line of the script's docstring, as in its source, is a line of --help: the example
-  # commands keep their " \\" line ends (a raw string: not joined into one line by escapes).
+  # commands keep their trailing backslashes (raw strings: not joined into one line).
   for script in SCRIPTS:
     with open(os.path.join(ROOT, script), encoding="utf-8") as f:
       written = f.read().split('"""')[1]
