@@ -75,7 +75,7 @@ def is_handle(path):
   path = os.fspath(path)
   scheme = urllib.parse.urlparse(path).scheme
   if scheme in ("http", "https"):
-    return True
+    return not urllib.parse.urlparse(path).path.endswith(".zip")  # Google's checkpoint zips
   if scheme == "file":
     path = urllib.request.url2pathname(urllib.parse.urlparse(path).path)
   if os.path.isdir(path):

@@ -77,7 +77,9 @@ def test_bert_tf_load_takes_a_module(tmp_path, monkeypatch):
   # What bert_tf.load read before is not taken for a module.
   assert not any(tfhub.is_handle(p) for p in (
       str(MODULE / "variables" / "variables"), str(MODULE / "assets"), "bert-base-uncased",
-      str(tmp_path / "missing.tar.gz"), None))
+      str(tmp_path / "missing.tar.gz"), None,
+      "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-2_H-128_A-2.zip"))
+  assert tfhub.is_handle("https://tfhub.dev/google/bert_uncased_L-12_H-768_A-12/1")
 
 
 def _module_with_casing(folder, make_node):
