@@ -11,10 +11,11 @@ variable names of Google's checkpoints, ``bert/...``) and ``assets/`` (the vocab
 ``do_lower_case`` (the value its ``tokenization_info`` signature returns, as the original asked
 the module: read from the graph's constant, else computed by TensorFlow from the graph, else,
 for a graph TensorFlow 2.21 cannot run, from the handle's name, uncased / cased, as the
-original's checkpoint check did) and a ``BertConfig``. A module holds no bert_config.json: the sizes come from the
-variables' shapes, the dropout and activation are BERT's (0.1, gelu), and the number of heads,
-which no shape holds, comes from a config file if one is given, else from the module's name
-(``..._A-12``), else from Google's 64-wide heads (every released BERT has them).
+original's checkpoint check did) and a ``BertConfig``. A module holds no bert_config.json:
+the sizes come from the variables' shapes, the dropout and activation are BERT's (0.1, gelu),
+and the number of heads, which no shape holds, comes from a config file if one is given, else
+from the module's name (``..._A-12``), else from Google's 64-wide heads (every released BERT
+has them).
 
 A handle is a module folder, a ``.tar.gz`` of one (a path or a URL), or a module's URL, which
 is fetched as TF-Hub serves modules, ``<url>?tf-hub-format=compressed``. What is fetched is
@@ -66,6 +67,13 @@ def _is_archive(handle):
   return urllib.parse.urlparse(handle).path.endswith((".tar.gz", ".tgz"))
 
 
+def _local(handle):
+  """The local path of a file:// URL; anything else unchanged."""
+  if urllib.parse.urlparse(handle).scheme == "file":
+    return urllib.request.url2pathname(urllib.parse.urlparse(handle).path)
+  return handle
+
+
 def is_handle(path):
   """Whether ``path`` names a TF-Hub module: a module folder, a ``.tar.gz`` file, or an http(s)
   URL, or a file:// URL of one of the first two (none of them a checkpoint or model folder
@@ -76,8 +84,7 @@ def is_handle(path):
   scheme = urllib.parse.urlparse(path).scheme
   if scheme in ("http", "https"):
     return not urllib.parse.urlparse(path).path.endswith(".zip")  # Google's checkpoint zips
-  if scheme == "file":
-    path = urllib.request.url2pathname(urllib.parse.urlparse(path).path)
+  path = _local(path)
   if os.path.isdir(path):
     return _is_module(path)
   return _is_archive(path) and os.path.isfile(path)
@@ -102,9 +109,8 @@ def resolve(handle, *, stream=None):
   if not handle:
     raise BertTfError("--bert_hub_module_handle is required")
   handle = os.fspath(handle)
-  if handle.startswith("file:"):  # A file:// URL of a module folder is that folder.
-    local = urllib.request.url2pathname(urllib.parse.urlparse(handle).path)
-    handle = local if os.path.isdir(local) else handle
+  if os.path.isdir(_local(handle)):  # A file:// URL of a module folder is that folder.
+    handle = _local(handle)
   if os.path.isdir(handle):
     if not _is_module(handle):
       raise BertTfError(f"--bert_hub_module_handle={handle}: not a TF-Hub module folder (no "

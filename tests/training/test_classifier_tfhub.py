@@ -33,6 +33,15 @@ MRPC = FIXTURES / "glue" / "MRPC"
 CONFIG = google_models.tiny_config_dict(vocab_size=1000, intermediate_size=64)
 
 
+def _tar_gz(path, arcname="."):
+  """A .tar.gz of ``path`` named ``arcname`` in it (``.``: TF-Hub's archives hold a module's
+  files at the top)."""
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    tar.add(path, arcname=arcname)
+  return buffer.getvalue()
+
+
 def _outputs(module):
   reference = np.load(REFERENCE)
   feed = {k: reference[k] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -62,8 +71,7 @@ def test_bert_tf_load_takes_a_module(tmp_path, monkeypatch):
   import bert_tf  # pylint: disable=import-outside-toplevel
   monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
   archive = tmp_path / "bert_cased_L-2_H-32_A-4.tar.gz"
-  with tarfile.open(archive, "w:gz") as tar:
-    tar.add(MODULE, arcname="module")
+  archive.write_bytes(_tar_gz(MODULE, "module"))
   reference = np.load(REFERENCE)
   feed = {k: reference[k] for k in ("input_ids", "input_mask", "segment_ids")}
   for handle in (str(MODULE), archive.as_uri()):
@@ -160,8 +168,7 @@ def test_heads_from_the_name_else_64_wide_else_a_config_file(tmp_path):
 def test_an_archive_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
   monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
   archive = tmp_path / "bert_cased_L-2_H-32_A-4.tar.gz"
-  with tarfile.open(archive, "w:gz") as tar:
-    tar.add(MODULE, arcname="module")
+  archive.write_bytes(_tar_gz(MODULE, "module"))
   url = archive.as_uri()
   module = tfhub.load(url)
   assert module.folder == tfhub.cached_folder(url)
@@ -173,13 +180,6 @@ def test_an_archive_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
   assert tfhub.resolve(url) == module.folder
   # Only the folder is left in the cache, no temporary names.
   assert os.listdir(os.path.dirname(module.folder)) == [os.path.basename(module.folder)]
-
-
-def _tar_gz(folder):
-  buffer = io.BytesIO()
-  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-    tar.add(folder, arcname=".")  # TF-Hub's archives hold the module's files at the top
-  return buffer.getvalue()
 
 
 def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
@@ -215,17 +215,14 @@ def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
 def test_bad_handles_are_one_line_errors(tmp_path, monkeypatch):
   monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
   cut = tmp_path / "cut.tar.gz"
-  with tarfile.open(tmp_path / "whole.tar.gz", "w:gz") as tar:
-    tar.add(MODULE, arcname="module")
-  cut.write_bytes((tmp_path / "whole.tar.gz").read_bytes()[:20000])
+  cut.write_bytes(_tar_gz(MODULE, "module")[:20000])
   plain = tmp_path / "plain"
   shutil.copytree(MODULE, plain)
   (plain / "saved_model.pb").write_bytes(b"\x00garbage\xff" * 10)
   empty = tmp_path / "empty"
   empty.mkdir()
   unsafe = tmp_path / "unsafe.tar.gz"
-  with tarfile.open(unsafe, "w:gz") as tar:
-    tar.add(MODULE / "saved_model.pb", arcname="../saved_model.pb")
+  unsafe.write_bytes(_tar_gz(MODULE / "saved_model.pb", "../saved_model.pb"))
   cases = [
       (str(tmp_path / "missing"), "no such folder or .tar.gz, and not a URL"),
       (str(empty), "not a TF-Hub module folder"),
