@@ -77,6 +77,9 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir
 flags.DEFINE_bool("export_google_checkpoint", True,
                   "After training, also write output_dir/google/bert_model.ckpt in Google's "
                   "format (with bert_config.json and vocab.txt).")
+training_flags.define_eval_during_training_flags(
+    "the BERT paper's metric of the task (CoLA eval_mcc, MRPC and QQP eval_f1, STS-B "
+    "eval_spearman, others eval_accuracy)")
 training_flags.define_training_flags()
 
 
@@ -123,6 +126,7 @@ def run(config):
       classifier_dropout=FLAGS.classifier_dropout,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
       overwrite_export=FLAGS.overwrite_export,
+      **training_flags.eval_during_training_kwargs(FLAGS),
       resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "eval" in results:
     print("***** Eval results *****")

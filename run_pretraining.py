@@ -60,6 +60,7 @@ flags.DEFINE_bool("check_input_files", False,
                   "CRCs, shapes and ids within the config's vocab_size; the first damaged "
                   "record is named (file, byte offset, record number). Without it, the first "
                   "records of each file are checked.")
+training_flags.define_eval_during_training_flags("masked_lm_loss")
 training_flags.define_training_flags()
 
 for _name in ("input_file", "output_dir"):
@@ -110,6 +111,7 @@ def main(argv):
       seed=FLAGS.seed, export_google_checkpoint=FLAGS.export_google_checkpoint,
       peak_flops=FLAGS.peak_tflops * 1e12 if FLAGS.peak_tflops else None,
       vocab_file=FLAGS.vocab_file, check_input_files=FLAGS.check_input_files,
+      **training_flags.eval_during_training_kwargs(FLAGS),
       resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "eval" in results:
     print("***** Eval results *****")

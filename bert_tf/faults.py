@@ -28,6 +28,9 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
   save_start        training loop, inside the save of ckpt-<n>, before any file is written
   save_written      training loop: ckpt-<n>.* are whole, the ``checkpoint`` state does not
                     name them yet
+  eval_start        evaluation during training: ckpt-<n> is saved, its evaluation starts
+  best_saved        evaluation during training: best/ckpt-<n> is whole and named in
+                    best/checkpoint, best.json not yet rewritten
   atomic_write      ``fileio.atomic_write``: the temporary file is whole and closed, before
                     the rename onto the target (n-th write of the process)
   workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to

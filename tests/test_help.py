@@ -78,7 +78,12 @@ def _defined_flags(script):
     names |= _defined_flags("run_classifier.py")
   if "define_training_flags()" in source:
     with open(os.path.join(ROOT, "bert_tf", "training", "flags.py"), encoding="utf-8") as f:
-      names |= set(_DEFINE.findall(f.read()))
+      shared = f.read()
+    # Each define_* function's flags; the ones a script calls for itself only where it does.
+    for name, body in re.findall(r"\ndef (define_\w+)\((.*?)(?=\ndef |\Z)", shared, re.S):
+      if name == "define_eval_during_training_flags" and f"{name}(" not in source:
+        continue
+      names |= set(_DEFINE.findall(body))
   return names
 
 

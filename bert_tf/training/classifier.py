@@ -35,6 +35,7 @@ from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
 from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
+from bert_tf.training import eval_during_training as eval_during
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
 # its file, so that predictions gathered from every replica go back into file order.
@@ -211,20 +212,55 @@ def eval_results_for_split(glue_task, split, streaming, outputs):
   return results
 
 
+# === Evaluation during training ===
+
+# The metric the BERT paper reports for each GLUE task (Devlin et al. 2019, Table 1: "F1
+# scores are reported for QQP and MRPC, Spearman correlations are reported for STS-B, and
+# accuracy scores are reported for the other tasks"; CoLA: Matthews correlation): the default
+# of --best_metric.
+PAPER_METRICS = {"cola": "mcc", "mrpc": "f1", "qqp": "f1", "sts-b": "spearman"}
+
+
+def default_best_metric(glue_task):
+  """``eval_<metric>`` of the BERT paper for a GLUE task; for a user task accuracy
+  (classification) or Spearman's rho (regression)."""
+  if glue_task.name in PAPER_METRICS:
+    return "eval_" + PAPER_METRICS[glue_task.name]
+  return "eval_spearman" if glue_task.is_regression else "eval_accuracy"
+
+
+def eval_result_keys(glue_task):
+  """The keys of eval_results.txt (``eval_results_for_split``) over the task's eval splits,
+  global_step aside."""
+  keys = set()
+  for prefix in glue_task.eval_splits.values():
+    keys |= {prefix + "loss", prefix[len("eval_"):] + "loss"}
+    keys |= {prefix + name for name in glue_task.metrics}
+    if not glue_task.is_regression:
+      keys.add(prefix + "accuracy")
+  return sorted(keys)
+
+
 # === run_classifier ===
 
-def written_files(glue_task, do_train, do_eval, do_predict, export_google_checkpoint):
+def written_files(glue_task, do_train, do_eval, do_predict, export_google_checkpoint,
+                  eval_during_training=False):
   """What ``run_classifier`` writes over in ``output_dir`` (``fnmatch`` patterns; see
   ``bert_tf.paths``): the feature TFRecords, checkpoints, summaries and the Google export of
-  training, eval_results.txt, the predictions and GLUE-submission files. (bert_config.json
-  and vocab.txt are rewritten with the same content.)"""
+  training, eval_results.txt, the evaluations during training and the best checkpoint, the
+  predictions and GLUE-submission files. (bert_config.json and vocab.txt are rewritten with
+  the same content.)"""
   written = []
   if do_train:
     written += ["train.tf_record*", "checkpoint", "ckpt-*", "summaries/*"]
     if export_google_checkpoint:
       written += ["google/bert_model.ckpt*", "google/checkpoint"]
+  if do_eval or eval_during_training:
+    written += ["eval*.tf_record*"]
   if do_eval:
-    written += ["eval*.tf_record*", "eval_results.txt"]
+    written += ["eval_results.txt"]
+  if eval_during_training:
+    written += [eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   if do_predict:
     written += ["predict*.tf_record*", "test_results*.tsv"]
     written += [name for name in glue_task.predict_splits.values() if name]
@@ -251,7 +287,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
                    allow_empty_text=False, seed=None, export_google_checkpoint=True,
                    export_dir=None, overwrite_export=False, classifier_dropout=0.1,
-                   progress=None):
+                   eval_during_training=False, best_metric=None, early_stopping_patience=0,
+                   use_best_checkpoint=False, progress=None):
   """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
@@ -269,6 +306,14 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   ``export_dir``: SavedModels (``bert_tf.export.export_all``); a previous export there is
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
+
+  ``eval_during_training``: the dev set(s) are evaluated at every checkpoint training saves;
+  ``eval_history.jsonl``, TensorBoard's ``summaries/eval`` and ``best/``, the checkpoint with
+  the best ``best_metric`` (a key of eval_results.txt; default ``default_best_metric``), with
+  its config, vocab and labels (``training.eval_during_training``). ``early_stopping_patience``
+  N > 0: training stops after N evaluations in a row without a better one.
+  ``use_best_checkpoint``: eval, predict, the exports and ``google/`` use ``best/``'s weights
+  instead of the last ones (with or without training).
 
   Refused before the model is built, as one-line ``BertTfError``s: an output over one of its
   inputs or an output folder that cannot be written (``bert_tf.paths``), a split the run
@@ -303,6 +348,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       raise BertTfError(f"--{flag} {size} must be a positive multiple of {parts} "
                         f"({replicas} replica(s)"
                         f"{' x gradient_accumulation_steps' if flag == 'train_batch_size' else ''})")
+  best_dir = os.path.join(output_dir, eval_during.BEST_DIR)
+  eval_during.check_flags(do_train, eval_during_training, best_metric,
+                          early_stopping_patience, use_best_checkpoint, best_dir)
   fileio.require_file(vocab_file, "vocab file", "vocab_file")
   tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   if init_checkpoint is not None and not (tf.io.gfile.exists(init_checkpoint) or
@@ -345,25 +393,36 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
 
   for phase, wanted, splits in (("--do_train", do_train, [glue_task.train_split]),
                                 ("--do_eval", do_eval, list(glue_task.eval_splits)),
+                                ("--eval_during_training", eval_during_training,
+                                 list(glue_task.eval_splits)),
                                 ("--do_predict", do_predict, list(glue_task.predict_splits))):
     if wanted and not [s for s in splits if s]:
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
+  if eval_during_training:
+    best_metric = best_metric or default_best_metric(glue_task)
+    if best_metric not in eval_result_keys(glue_task):
+      raise BertTfError(f"--best_metric {best_metric}: task {glue_task.name} has "
+                        f"{', '.join(eval_result_keys(glue_task))}")
   paths.check_paths(
       inputs={"--vocab_file": vocab_file, "--init_checkpoint": init_checkpoint,
               "--data_dir": None if use_tfds else data_dir},
       outputs={"--output_dir": paths.Folder(output_dir, written_files(
-          glue_task, do_train, do_eval, do_predict, export_google_checkpoint)),
+          glue_task, do_train, do_eval, do_predict, export_google_checkpoint,
+          eval_during_training)),
                "--export_dir": export_dir and paths.Folder(export_dir)})
   # Every split the run will need is read now: a missing or empty dev.tsv is found before
   # training, not after it.
   train_examples = read(glue_task.train_split, "--do_train") if do_train else None
-  eval_examples = ({split: read(split, "--do_eval") for split in glue_task.eval_splits}
-                   if do_eval else {})
+  eval_phase = "--do_eval" if do_eval else "--eval_during_training"
+  eval_examples = ({split: read(split, eval_phase) for split in glue_task.eval_splits}
+                   if do_eval or eval_during_training else {})
   predict_examples = ({split: read(split, "--do_predict") for split in glue_task.predict_splits}
                       if do_predict else {})
   phase = next(p for p, wanted in (("--do_eval", do_eval), ("--do_predict", do_predict),
                                    ("--export_dir", True)) if wanted)
-  if not do_train:
+  if not do_train and use_best_checkpoint:
+    eval_during.require_best(best_dir)
+  elif not do_train:
     preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
                               init_checkpoint, output_dir)
 
@@ -385,6 +444,23 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   results = {}
   # Multi-worker: only the chief writes summaries, the export, eval and predict results.
   chief = distribution.is_chief(strategy)
+  eval_files = {}
+
+  def evaluate_dev():
+    """eval_results.txt's entries (global_step aside) of the model's weights, every split."""
+    values = {}
+    for i, split in enumerate(glue_task.eval_splits):
+      examples = eval_examples[split]
+      if split not in eval_files:  # Converted once a run.
+        eval_files[split] = features(examples, "eval", split, i == 0, eval_batch_size)
+      progress(f"***** Running evaluation: {split} *****  examples {len(examples)}, "
+               f"batch size {eval_batch_size}")
+      with record_check.naming_damaged_records([eval_files[split]], record_check.CACHE_ADVICE):
+        streaming, outputs = run_inference(
+            strategy, model, task, eval_dataset_fn(eval_files[split], max_seq_length,
+                                                   eval_batch_size, glue_task.is_regression))
+      values.update(eval_results_for_split(glue_task, split, streaming, outputs))
+    return values
 
   if do_train:
     num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
@@ -413,15 +489,33 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
-    with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
-      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                       summary_writer=(loop.summary_writer(output_dir)
-                                                       if chief else None),
-                                       progress=progress)
+    hook = None
+    if eval_during_training:
+      def write_best_files(folder):
+        loop.write_model_files(bert_config, folder, vocab_file)
+        write_labels(folder)
+      hook = eval_during.EvalDuringTraining(
+          strategy, model, evaluate_dev, output_dir, best_metric,
+          patience=early_stopping_patience, write_files=write_best_files,
+          summary_writer=loop.summary_writer(output_dir, "eval") if chief else None,
+          progress=progress)
+    try:
+      with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
+        results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                         summary_writer=(loop.summary_writer(output_dir)
+                                                         if chief else None),
+                                         progress=progress, checkpoint_hook=hook)
+    finally:
+      if hook:
+        hook.close()
     global_step = results["train"]["global_step"]
+    if use_best_checkpoint:
+      global_step = eval_during.restore_best(model, best_dir, progress)
     if export_google_checkpoint and chief:
       write_labels(loop.export_google_folder(model, bert_config, output_dir, global_step,
                                              vocab_file))
+  elif use_best_checkpoint:
+    global_step = eval_during.restore_best(model, best_dir, progress)
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
     global_step = int(latest.rsplit("-", 1)[1])
@@ -432,17 +526,13 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     preflight.check_loaded(phase, report)
 
   if do_eval:
-    eval_results = {}
-    for i, split in enumerate(glue_task.eval_splits):
-      examples = eval_examples[split]
-      eval_file = features(examples, "eval", split, i == 0, eval_batch_size)
-      progress(f"***** Running evaluation: {split} *****  examples {len(examples)}, "
-               f"batch size {eval_batch_size}")
-      with record_check.naming_damaged_records([eval_file], record_check.CACHE_ADVICE):
-        streaming, outputs = run_inference(
-            strategy, model, task, eval_dataset_fn(eval_file, max_seq_length, eval_batch_size,
-                                                   glue_task.is_regression))
-      eval_results.update(eval_results_for_split(glue_task, split, streaming, outputs))
+    # The weights were evaluated during training: their entry of the history is the result.
+    done = eval_during.evaluated(output_dir, global_step) if eval_during_training else None
+    if done is not None:
+      progress(f"evaluation of step {global_step}: from {eval_during.HISTORY_FILE}")
+      eval_results = dict(done)
+    else:
+      eval_results = evaluate_dev()
     eval_results["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)

@@ -184,6 +184,37 @@ def define_output_dir_flags(flag_values=FLAGS):
       flag_values=flag_values)
 
 
+def define_eval_during_training_flags(default_metric, flag_values=FLAGS):
+  """--eval_during_training, --best_metric, --early_stopping_patience, --use_best_checkpoint
+  (``training.eval_during_training``); ``default_metric`` says what --best_metric defaults
+  to."""
+  fv = flag_values
+  flags.DEFINE_bool(
+      "eval_during_training", False,
+      "Evaluate at every checkpoint training saves (--save_checkpoints_steps, and the last): "
+      "output_dir/eval_history.jsonl, TensorBoard's summaries/eval, and output_dir/best/, the "
+      "checkpoint with the best --best_metric (it loads alone, like output_dir).",
+      flag_values=fv)
+  flags.DEFINE_string(
+      "best_metric", None,
+      "With --eval_during_training: the eval_results.txt key that picks the best checkpoint "
+      f"(lower is better for a loss, else higher). Default: {default_metric}.", flag_values=fv)
+  flags.DEFINE_integer(
+      "early_stopping_patience", 0,
+      "With --eval_during_training: stop training after this many evaluations in a row "
+      "without a better --best_metric (0: train to the end).", flag_values=fv)
+  flags.DEFINE_bool(
+      "use_best_checkpoint", False,
+      "Eval, predict, exports and output_dir/google use the best checkpoint (output_dir/best, "
+      "from --eval_during_training) instead of the last one.", flag_values=fv)
+
+
+def eval_during_training_kwargs(flag_values=FLAGS):
+  """The library's keyword arguments of ``define_eval_during_training_flags``' flags."""
+  return {name: flag_values[name].value for name in (
+      "eval_during_training", "best_metric", "early_stopping_patience", "use_best_checkpoint")}
+
+
 def define_training_flags(flag_values=FLAGS):
   """All of the above."""
   define_distribution_flags(flag_values)

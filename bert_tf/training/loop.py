@@ -396,7 +396,8 @@ class Trainer:
     lr = optimizer.learning_rate
     return float(lr.numpy() if hasattr(lr, "numpy") else lr)
 
-  def train(self, dataset_fn, init_fn=None, summary_writer=None, progress=None):
+  def train(self, dataset_fn, init_fn=None, summary_writer=None, progress=None,
+            checkpoint_hook=None):
     """Trains to ``config.num_train_steps`` updates, resuming from ``model_dir`` if possible.
 
     Args:
@@ -406,8 +407,12 @@ class Trainer:
         load ``init_checkpoint``).
       summary_writer: optional ``tf.summary`` writer for TensorBoard scalars.
       progress: a function taking a line of text (default: ``absl.logging.info``).
+      checkpoint_hook: optional, e.g. ``training.eval_during_training.EvalDuringTraining``:
+        ``begin(step, resumed)`` once the weights are restored (or initialised), then
+        ``saved(step)`` after each checkpoint is whole, the last one included; each returns
+        True to stop training there (early stopping). Called on every worker.
     Returns:
-      {"global_step", "loss"} of the last loop.
+      {"global_step", "loss", "stopped_early"} of the last loop.
     """
     c = self.config
     progress = progress or (lambda line: logging.info("%s", line))
@@ -417,12 +422,13 @@ class Trainer:
     if write_dir != c.model_dir:
       summary_writer = None
     try:
-      return self._train(dataset_fn, init_fn, summary_writer, progress, write_dir)
+      return self._train(dataset_fn, init_fn, summary_writer, progress, write_dir,
+                         checkpoint_hook)
     finally:
       if write_dir != c.model_dir:
         shutil.rmtree(write_dir, ignore_errors=True)
 
-  def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir):
+  def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir, hook):
     c = self.config
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(self.model),
                                      optimizer=self.optimizer,
@@ -444,6 +450,7 @@ class Trainer:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
     saved_step = step if resumed else None
+    stop = bool(hook and hook.begin(step, resumed=bool(resumed)))
 
     def resumed_dataset_fn(ctx):
       # Distributed iterators cannot be checkpointed, so a resumed run skips the batches the
@@ -468,7 +475,7 @@ class Trainer:
     step = int(self.optimizer.iterations.numpy())
     start_step, start_time = step, time.time()
     loss = float("nan")
-    while step < c.num_train_steps:
+    while step < c.num_train_steps and not stop:
       n = min(c.steps_per_loop, c.num_train_steps - step)
       if c.save_checkpoints_steps:
         n = min(n, c.save_checkpoints_steps - step % c.save_checkpoints_steps)
@@ -495,10 +502,13 @@ class Trainer:
       if c.save_checkpoints_steps and step % c.save_checkpoints_steps == 0:
         manager.save(checkpoint_number=step, options=_fault_options(step))
         saved_step = step
+        stop = bool(hook and hook.saved(step))
     if saved_step != step:
       self._check_finite(loss, manager)
       manager.save(checkpoint_number=step, check_interval=False, options=_fault_options(step))
-    return {"global_step": step, "loss": loss}
+      if hook:
+        hook.saved(step)
+    return {"global_step": step, "loss": loss, "stopped_early": stop}
 
   def _stats(self, step, n, elapsed, start_step, start_time, loss):
     c = self.config

@@ -98,9 +98,11 @@ class PretrainingTask:
     return metrics
 
 
-def written_files(do_train, do_eval, export_google_checkpoint):
+def written_files(do_train, do_eval, export_google_checkpoint, eval_during_training=False):
   """What ``run_pretraining`` writes over in ``output_dir`` (``fnmatch`` patterns; see
   ``bert_tf.paths``). (bert_config.json and vocab.txt are rewritten with the same content.)"""
+  from bert_tf.training import (  # pylint: disable=import-outside-toplevel
+      eval_during_training as eval_during)
   written = []
   if do_train:
     written += ["checkpoint", "ckpt-*", "summaries/*"]
@@ -108,7 +110,17 @@ def written_files(do_train, do_eval, export_google_checkpoint):
       written += ["google/bert_model.ckpt*", "google/checkpoint"]
   if do_eval:
     written += ["eval_results.txt"]
+  if eval_during_training:
+    written += [eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   return written
+
+
+def eval_result_keys(use_next_sentence=True):
+  """The keys of eval_results.txt (``PretrainingTask.eval_metrics``), global_step aside."""
+  keys = ["loss", "masked_lm_accuracy", "masked_lm_loss"]
+  if use_next_sentence:
+    keys += ["next_sentence_accuracy", "next_sentence_loss"]
+  return keys
 
 
 @run_lock.one_run_per_output_dir(trajectory=(
@@ -124,7 +136,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                     jit_compile=None, device_loop=None, prefetch_to_device=None,
                     optimizer_kwargs=None, use_next_sentence=True,
                     dynamic_masking=None, seed=None, export_google_checkpoint=True,
-                    peak_flops=None, vocab_file=None, check_input_files=False, progress=None):
+                    peak_flops=None, vocab_file=None, check_input_files=False,
+                    eval_during_training=False, best_metric=None, early_stopping_patience=0,
+                    use_best_checkpoint=False, progress=None):
   """Pretrains (and/or evaluates) a BERT on pretraining TFRecords: ``run_pretraining.py``.
 
   Args mirror the script's flags. ``input_file``: comma-separated files or globs of TFRecords
@@ -138,6 +152,12 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   TensorBoard summaries, ``eval_results.txt`` and (``export_google_checkpoint``) a Google-format
   ``bert_model.ckpt`` + ``bert_config.json`` (+ ``vocab.txt``) under ``output_dir/google``;
   ``bert_config.json`` (+ ``vocab.txt``) in ``output_dir`` itself.
+
+  ``eval_during_training``: the eval input (``max_eval_steps`` batches of ``eval_input_file``,
+  else ``input_file``, as ``do_eval``) is evaluated at every checkpoint training saves, the
+  checkpoint with the best ``best_metric`` (default ``masked_lm_loss``) kept in ``best/``,
+  ``early_stopping_patience`` and ``use_best_checkpoint`` as ``run_classifier``'s
+  (``training.eval_during_training``).
   """
   import os  # pylint: disable=import-outside-toplevel
 
@@ -155,13 +175,25 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
   from bert_tf import paths  # pylint: disable=import-outside-toplevel
 
+  from bert_tf.training import (  # pylint: disable=import-outside-toplevel
+      eval_during_training as eval_during)
+
   if not do_train and not do_eval:
     raise BertTfError("at least one of --do_train or --do_eval must be True")
+  best_dir = os.path.join(output_dir, eval_during.BEST_DIR)
+  eval_during.check_flags(do_train, eval_during_training, best_metric, early_stopping_patience,
+                          use_best_checkpoint, best_dir)
+  if eval_during_training:
+    best_metric = best_metric or "masked_lm_loss"
+    if best_metric not in eval_result_keys(use_next_sentence):
+      raise BertTfError(f"--best_metric {best_metric}: pretraining has "
+                        f"{', '.join(eval_result_keys(use_next_sentence))}")
+  evaluates = do_eval or eval_during_training
   preflight.check_at_least({
       **({"--train_batch_size": (train_batch_size, 1),
           "--save_checkpoints_steps": (save_checkpoints_steps, 0)} if do_train else {}),
       **({"--eval_batch_size": (eval_batch_size, 1),
-          "--max_eval_steps": (max_eval_steps, 1)} if do_eval else {})})
+          "--max_eval_steps": (max_eval_steps, 1)} if evaluates else {})})
   preflight.keep_checkpoint_max(keep_checkpoint_max)
   if vocab_file:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
@@ -177,13 +209,15 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       inputs={"--input_file": input_file, "--eval_input_file": eval_input_file,
               "--init_checkpoint": init_checkpoint, "--vocab_file": vocab_file},
       outputs={"--output_dir": paths.Folder(output_dir, written_files(
-          do_train, do_eval, export_google_checkpoint))})
-  if not do_train:
+          do_train, do_eval, export_google_checkpoint, eval_during_training))})
+  if not do_train and use_best_checkpoint:
+    eval_during.require_best(best_dir)
+  elif not do_train:
     preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
                               init_checkpoint, output_dir)
   eval_files = (pipeline.expand_file_patterns(
       eval_input_file or input_file,
-      "--eval_input_file" if eval_input_file else "--input_file") if do_eval else [])
+      "--eval_input_file" if eval_input_file else "--input_file") if evaluates else [])
   train_files = pipeline.expand_file_patterns(input_file) if do_train else []
   for files in (train_files, eval_files if eval_files != train_files else []):
     if files:
@@ -213,6 +247,13 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           use_next_sentence=use_next_sentence)
     return fn
 
+  def evaluate():
+    """eval_results.txt's entries (global_step aside) of the model's weights."""
+    with record_check.naming_damaged_records(eval_files):
+      return loop.evaluate(strategy, model, task,
+                           dataset_fn(eval_input_file or input_file, eval_batch_size, False),
+                           max_steps=max_eval_steps)
+
   if do_train:
     optimizer = loop.make_optimizer(strategy, learning_rate, num_train_steps,
                                     num_warmup_steps, dtype, optimizer_kwargs)
@@ -229,29 +270,47 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: checkpoints.load_weights(m, init_checkpoint)  # noqa: E731
-    with record_check.naming_damaged_records(train_files):
-      results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
-                                       init_fn=init_fn,
-                                       summary_writer=(loop.summary_writer(output_dir)
-                                                       if chief else None),
-                                       progress=progress)
+    hook = None
+    if eval_during_training:
+      hook = eval_during.EvalDuringTraining(
+          strategy, model, evaluate, output_dir, best_metric,
+          patience=early_stopping_patience,
+          write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
+          summary_writer=loop.summary_writer(output_dir, "eval") if chief else None,
+          progress=progress)
+    try:
+      with record_check.naming_damaged_records(train_files):
+        results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
+                                         init_fn=init_fn,
+                                         summary_writer=(loop.summary_writer(output_dir)
+                                                         if chief else None),
+                                         progress=progress, checkpoint_hook=hook)
+    finally:
+      if hook:
+        hook.close()
+    global_step = results["train"]["global_step"]
+    if use_best_checkpoint:
+      global_step = eval_during.restore_best(model, best_dir, progress)
     if export_google_checkpoint and chief:
-      loop.export_google_folder(model, bert_config, output_dir,
-                                results["train"]["global_step"], vocab_file)
+      loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
+  elif use_best_checkpoint:
+    eval_during.restore_best(model, best_dir, progress)
   elif loop.latest_checkpoint(output_dir):
     loop.restore_model(model, output_dir)
   else:
     preflight.check_loaded("--do_eval", checkpoints.load_weights(model, init_checkpoint))
 
   if do_eval:
-    global_step = results.get("train", {}).get("global_step")
+    if use_best_checkpoint:
+      global_step = eval_during.best_step(best_dir)
+    else:
+      global_step = results.get("train", {}).get("global_step")
     if global_step is None:
       latest = loop.latest_checkpoint(output_dir)
       global_step = int(latest.rsplit("-", 1)[1]) if latest else 0
-    with record_check.naming_damaged_records(eval_files):
-      metrics = loop.evaluate(strategy, model, task,
-                              dataset_fn(eval_input_file or input_file, eval_batch_size, False),
-                              max_steps=max_eval_steps)
+    # The weights were evaluated during training: their entry of the history is the result.
+    done = eval_during.evaluated(output_dir, global_step) if eval_during_training else None
+    metrics = dict(done) if done is not None else evaluate()
     metrics["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)

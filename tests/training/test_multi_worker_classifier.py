@@ -1,7 +1,8 @@
 """run_classifier.py with --distribution_strategy=multi_worker_mirrored: 2 worker processes on
 127.0.0.1 fine-tune, evaluate and predict (MRPC-layout fixture, dropout off) to the weights,
-eval_results.txt and test_results.tsv of one process over the same global batches; only the
-chief writes results."""
+eval_results.txt and test_results.tsv of one process over the same global batches, with
+evaluation during training (the history and best/ of one process); only the chief writes
+results."""
 
 import json
 import sys
@@ -21,7 +22,8 @@ def _command(tmp, vocab, out, strategy):
           "--do_train=True", "--do_eval=True", "--do_predict=True", "--max_seq_length=32",
           "--train_batch_size=6", "--eval_batch_size=4", "--predict_batch_size=4",
           "--learning_rate=1e-3", "--num_train_epochs=4", "--seed=5", "--steps_per_loop=2",
-          "--save_checkpoints_steps=2", "--classifier_dropout=0",
+          "--save_checkpoints_steps=2", "--classifier_dropout=0", "--eval_during_training",
+          "--best_metric=eval_loss",
           f"--distribution_strategy={strategy}"]
 
 
@@ -57,6 +59,21 @@ def test_two_workers_fine_tune_evaluate_and_predict_as_one_process(runs):
     assert got[key] == pytest.approx(expected[key], abs=1e-5), key
   np.testing.assert_allclose(np.loadtxt(two / "test_results.tsv", ndmin=2),
                              np.loadtxt(single / "test_results.tsv", ndmin=2), atol=1e-5)
+  # Evaluation during training: at steps 2 and 4, as one process; the best kept alike.
+  history = [[json.loads(line) for line in (folder / "eval_history.jsonl").read_text()
+              .splitlines()] for folder in (single, two)]
+  assert [e["global_step"] for e in history[1]] == [e["global_step"] for e in history[0]] == [
+      2, 4]
+  for one, other in zip(*history):
+    assert sorted(one) == sorted(other)
+    for key in one:
+      assert other[key] == pytest.approx(one[key], abs=1e-5), key
+  best = [json.loads((folder / "best" / "best.json").read_text()) for folder in (single, two)]
+  assert best[1]["global_step"] == best[0]["global_step"]
+  mw.assert_weights_close(
+      mw.checkpoint_weights(str(two / "best" / f"ckpt-{best[1]['global_step']}")),
+      mw.checkpoint_weights(str(single / "best" / f"ckpt-{best[0]['global_step']}")),
+      atol=1e-5)
 
 
 def test_only_the_chief_writes(runs):
