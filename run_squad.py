@@ -84,6 +84,7 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept in --output_dir
 flags.DEFINE_bool("export_google_checkpoint", True,
                   "After training, also write output_dir/google/bert_model.ckpt in Google's "
                   "format (with bert_config.json and vocab.txt).")
+training_flags.define_eval_during_training_flags("f1")
 training_flags.define_training_flags()
 
 
@@ -121,6 +122,7 @@ def main(argv):
       null_score_diff_threshold=FLAGS.null_score_diff_threshold, seed=FLAGS.seed,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
       overwrite_export=FLAGS.overwrite_export,
+      **training_flags.eval_during_training_kwargs(FLAGS),
       resume_with_changed_flags=FLAGS.resume_with_changed_flags, progress=print)
   if "predict" in results:
     for path in results["predict"]["files"].values():

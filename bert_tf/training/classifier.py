@@ -445,6 +445,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   # Multi-worker: only the chief writes summaries, the export, eval and predict results.
   chief = distribution.is_chief(strategy)
   eval_files = {}
+  hook = None  # evaluation during training
 
   def evaluate_dev():
     """eval_results.txt's entries (global_step aside) of the model's weights, every split."""
@@ -489,25 +490,18 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
-    hook = None
     if eval_during_training:
       def write_best_files(folder):
         loop.write_model_files(bert_config, folder, vocab_file)
         write_labels(folder)
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate_dev, output_dir, best_metric,
-          patience=early_stopping_patience, write_files=write_best_files,
-          summary_writer=loop.summary_writer(output_dir, "eval") if chief else None,
-          progress=progress)
-    try:
-      with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
-        results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                         summary_writer=(loop.summary_writer(output_dir)
-                                                         if chief else None),
-                                         progress=progress, checkpoint_hook=hook)
-    finally:
-      if hook:
-        hook.close()
+          patience=early_stopping_patience, write_files=write_best_files, progress=progress)
+    with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
+      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                       summary_writer=(loop.summary_writer(output_dir)
+                                                       if chief else None),
+                                       progress=progress, checkpoint_hook=hook)
     global_step = results["train"]["global_step"]
     if use_best_checkpoint:
       global_step = eval_during.restore_best(model, best_dir, progress)
@@ -527,10 +521,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
 
   if do_eval:
     # The weights were evaluated during training: their entry of the history is the result.
-    done = eval_during.evaluated(output_dir, global_step) if eval_during_training else None
+    done = hook.evaluated(global_step) if hook else None
     if done is not None:
       progress(f"evaluation of step {global_step}: from {eval_during.HISTORY_FILE}")
-      eval_results = dict(done)
+      eval_results = done
     else:
       eval_results = evaluate_dev()
     eval_results["global_step"] = global_step

@@ -53,10 +53,11 @@ def lower_is_better(metric):
 
 
 def is_better(value, best, metric):
-  """Whether ``value`` improves strictly on ``best`` (None: no best yet); nan never does."""
+  """Whether ``value`` improves strictly on ``best`` (None or nan: no best yet, any number
+  does); nan never does (a correlation of constant predictions)."""
   if value is None or math.isnan(value):
     return False
-  if best is None:
+  if best is None or math.isnan(best):
     return True
   return value < best if lower_is_better(metric) else value > best
 
@@ -100,12 +101,11 @@ class EvalDuringTraining:
     metric: the key of ``evaluate``'s results that chooses the best checkpoint.
     patience: stop after this many evaluations without a better one (0: never stop early).
     write_files: ``folder -> None``, writes what makes ``best/`` load alone (chief only).
-    summary_writer: optional ``tf.summary`` writer (``summaries/eval``).
     progress: a function taking a line of text.
   """
 
   def __init__(self, strategy, model, evaluate, output_dir, metric, *, patience=0,
-               write_files=None, summary_writer=None, progress=None):
+               write_files=None, progress=None):
     self.strategy = strategy
     self.model = model
     self.evaluate = evaluate
@@ -113,9 +113,9 @@ class EvalDuringTraining:
     self.metric = metric
     self.patience = patience
     self.write_files = write_files
-    self.summary_writer = summary_writer
     self.progress = progress or (lambda line: None)
     self.chief = distribution.is_chief(strategy)
+    self.summary_writer = loop.summary_writer(output_dir, "eval") if self.chief else None
     self.best_dir = os.path.join(output_dir, BEST_DIR)
     self.history = []
     self.best = None  # (step, value) of best/'s checkpoint
@@ -168,8 +168,7 @@ class EvalDuringTraining:
             tf.summary.scalar(key, value)
         self.summary_writer.flush()
     value = results[self.metric]
-    previous = self.best[1] if self.best else None
-    if self.best is None or previous is None or is_better(value, previous, self.metric):
+    if not self._scored() or is_better(value, self.best[1], self.metric):
       self._save_best(step, value)
       note = "best so far"
     else:
@@ -179,12 +178,24 @@ class EvalDuringTraining:
                              if k != self.metric))
     return self._stop()
 
+  def evaluated(self, step):
+    """This run's evaluation of ``step`` (its eval results and ``global_step``), or None. From
+    memory, never the file: a multi-worker run's other workers must not race the chief's
+    write (a worker that read too early would evaluate alone, in collectives nobody joins)."""
+    entry = self._entry(step)
+    return dict(entry) if entry else None
+
   def close(self):
-    """Removes a non-chief worker's temporary copy of the best checkpoint."""
+    """Removes a non-chief worker's temporary copy of the best checkpoint (``Trainer.train``
+    calls it when training ends)."""
     if self._write_dir and self._write_dir != self.best_dir:
       shutil.rmtree(self._write_dir, ignore_errors=True)
 
   # === Parts ===
+
+  def _scored(self):
+    """Whether best/ holds a checkpoint with a number (not nan) to beat."""
+    return bool(self.best and self.best[1] is not None and not math.isnan(self.best[1]))
 
   def _entry(self, step):
     return next((e for e in self.history if e["global_step"] == step), None)
@@ -194,7 +205,7 @@ class EvalDuringTraining:
     no better."""
     if not self.patience:
       return False
-    since = self.best[0] if self.best and self.best[1] is not None else -1
+    since = self.best[0] if self._scored() else -1
     waited = sum(1 for e in self.history if e["global_step"] > since)
     if waited < self.patience:
       return False
@@ -287,8 +298,3 @@ def restore_best(model, best_dir, progress):
   path = loop.restore_model(model, best_dir)
   progress(f"using the best checkpoint, {path}")
   return int(path.rsplit("-", 1)[1])
-
-
-def evaluated(output_dir, step):
-  """The history's entry of ``step`` (its eval results and ``global_step``), or None."""
-  return next((e for e in read_history(output_dir) if e["global_step"] == step), None)

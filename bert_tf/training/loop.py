@@ -410,7 +410,8 @@ class Trainer:
       checkpoint_hook: optional, e.g. ``training.eval_during_training.EvalDuringTraining``:
         ``begin(step, resumed)`` once the weights are restored (or initialised), then
         ``saved(step)`` after each checkpoint is whole, the last one included; each returns
-        True to stop training there (early stopping). Called on every worker.
+        True to stop training there (early stopping); ``close()`` when training ends,
+        however it ends. Called on every worker.
     Returns:
       {"global_step", "loss", "stopped_early"} of the last loop.
     """
@@ -427,6 +428,8 @@ class Trainer:
     finally:
       if write_dir != c.model_dir:
         shutil.rmtree(write_dir, ignore_errors=True)
+      if checkpoint_hook is not None:
+        checkpoint_hook.close()
 
   def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir, hook):
     c = self.config

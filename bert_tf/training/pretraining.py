@@ -254,6 +254,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
                            dataset_fn(eval_input_file or input_file, eval_batch_size, False),
                            max_steps=max_eval_steps)
 
+  hook = None  # evaluation during training
   if do_train:
     optimizer = loop.make_optimizer(strategy, learning_rate, num_train_steps,
                                     num_warmup_steps, dtype, optimizer_kwargs)
@@ -270,24 +271,18 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: checkpoints.load_weights(m, init_checkpoint)  # noqa: E731
-    hook = None
     if eval_during_training:
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate, output_dir, best_metric,
           patience=early_stopping_patience,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
-          summary_writer=loop.summary_writer(output_dir, "eval") if chief else None,
           progress=progress)
-    try:
-      with record_check.naming_damaged_records(train_files):
-        results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
-                                         init_fn=init_fn,
-                                         summary_writer=(loop.summary_writer(output_dir)
-                                                         if chief else None),
-                                         progress=progress, checkpoint_hook=hook)
-    finally:
-      if hook:
-        hook.close()
+    with record_check.naming_damaged_records(train_files):
+      results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
+                                       init_fn=init_fn,
+                                       summary_writer=(loop.summary_writer(output_dir)
+                                                       if chief else None),
+                                       progress=progress, checkpoint_hook=hook)
     global_step = results["train"]["global_step"]
     if use_best_checkpoint:
       global_step = eval_during.restore_best(model, best_dir, progress)
@@ -309,8 +304,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       latest = loop.latest_checkpoint(output_dir)
       global_step = int(latest.rsplit("-", 1)[1]) if latest else 0
     # The weights were evaluated during training: their entry of the history is the result.
-    done = eval_during.evaluated(output_dir, global_step) if eval_during_training else None
-    metrics = dict(done) if done is not None else evaluate()
+    done = hook.evaluated(global_step) if hook else None
+    metrics = done if done is not None else evaluate()
     metrics["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import random
+import tempfile
 import warnings
 
 import keras
@@ -36,6 +37,7 @@ from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
+from bert_tf.training import eval_during_training as eval_during
 
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
@@ -215,10 +217,20 @@ def cached_train_features(examples, tokenizer, path, max_seq_length, doc_stride,
 
 # === run_squad ===
 
-def written_files(do_train, do_predict, do_eval, export_google_checkpoint):
+# The official evaluation's scores --best_metric may name (v2.0: "HasAns_"/"NoAns_" ones only
+# where the predict_file has such questions).
+EVAL_KEYS_V1 = ("exact_match", "f1")
+EVAL_KEYS_V2 = ("exact", "f1", "best_exact", "best_f1", "HasAns_exact", "HasAns_f1",
+                "NoAns_exact", "NoAns_f1")
+
+
+def written_files(do_train, do_predict, do_eval, export_google_checkpoint,
+                  eval_during_training=False):
   """What ``run_squad`` writes over in ``output_dir`` (``fnmatch`` patterns; see
   ``bert_tf.paths``). (bert_config.json and vocab.txt are rewritten with the same content.)"""
   written = []
+  if eval_during_training:
+    written += [PREDICT_RECORD_FILE + "*", eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   if do_train:
     written += [TRAIN_RECORD_FILE + "*", "checkpoint", "ckpt-*", "summaries/*"]
     if export_google_checkpoint:
@@ -235,11 +247,14 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
                  max_seq_length,
                  doc_stride, max_query_length, train_batch_size, predict_batch_size,
                  gradient_accumulation_steps, n_best_size, max_answer_length,
-                 save_checkpoints_steps, keep_checkpoint_max):
+                 save_checkpoints_steps, keep_checkpoint_max, eval_during_training=False):
   """The original's ``validate_flags_or_throw`` and more, as one-line ``BertTfError``s."""
   if not (do_train or do_predict or export_dir):
     raise BertTfError("at least one of --do_train or --do_predict must be True (or an "
                       "--export_dir to export a fine-tuned checkpoint)")
+  if eval_during_training and not predict_file:
+    raise BertTfError("--eval_during_training scores predictions of --predict_file (a SQuAD "
+                      "file with answers, e.g. dev-v1.1.json): give one")
   if do_eval and not do_predict:
     raise BertTfError("--do_eval scores the predictions of --do_predict: set --do_predict=True")
   if do_train and not train_file:
@@ -249,7 +264,7 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
   fileio.require_file(vocab_file, "vocab file", "vocab_file")
   if do_train:
     fileio.require_file(train_file, "SQuAD file", "train_file")
-  if do_predict:
+  if do_predict or eval_during_training:
     fileio.require_file(predict_file, "SQuAD file", "predict_file")
   tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
@@ -291,7 +306,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               optimizer_kwargs=None, n_best_size=20,
               max_answer_length=30, verbose_logging=False, version_2_with_negative=False,
               null_score_diff_threshold=0.0, seed=None, export_google_checkpoint=True,
-              export_dir=None, overwrite_export=False, progress=None):
+              export_dir=None, overwrite_export=False, eval_during_training=False,
+              best_metric=None, early_stopping_patience=0, use_best_checkpoint=False,
+              progress=None):
   """Fine-tunes on SQuAD and/or predicts (and scores) answers: ``run_squad.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``init_checkpoint``:
@@ -314,6 +331,12 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
 
+  ``eval_during_training``: at every checkpoint training saves, the answers to
+  ``predict_file`` are predicted and scored by the official evaluation (``f1``,
+  ``exact_match``; v2.0 ``exact``, ``best_f1``, ...), the checkpoint with the best
+  ``best_metric`` (default ``f1``) kept in ``best/``; ``early_stopping_patience`` and
+  ``use_best_checkpoint`` as ``run_classifier``'s (``training.eval_during_training``).
+
   Refused before the model is built, as one-line ``BertTfError``s: an output over one of its
   inputs or an output folder that cannot be written (``bert_tf.paths``), a split the run
   needs with no examples, a vocab without [UNK]/[CLS]/[SEP], and a run without training that
@@ -332,30 +355,45 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
                gradient_accumulation_steps=gradient_accumulation_steps,
                n_best_size=n_best_size, max_answer_length=max_answer_length,
                save_checkpoints_steps=save_checkpoints_steps,
-               keep_checkpoint_max=keep_checkpoint_max)
+               keep_checkpoint_max=keep_checkpoint_max,
+               eval_during_training=eval_during_training)
+  best_dir = os.path.join(output_dir, eval_during.BEST_DIR)
+  eval_during.check_flags(do_train, eval_during_training, best_metric, early_stopping_patience,
+                          use_best_checkpoint, best_dir)
+  if eval_during_training:
+    best_metric = best_metric or "f1"
+    keys = EVAL_KEYS_V2 if version_2_with_negative else EVAL_KEYS_V1
+    if best_metric not in keys:
+      raise BertTfError(f"--best_metric {best_metric}: the SQuAD "
+                        f"{'v2.0' if version_2_with_negative else 'v1.1'} evaluation has "
+                        f"{', '.join(keys)}")
   if export_dir:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
   path_checks.check_paths(
       inputs={"--vocab_file": vocab_file, "--init_checkpoint": init_checkpoint,
               "--train_file": train_file if do_train else None,
-              "--predict_file": predict_file if do_predict else None},
+              "--predict_file": predict_file if do_predict or eval_during_training else None},
       outputs={"--output_dir": path_checks.Folder(output_dir, written_files(
-          do_train, do_predict, do_eval, export_google_checkpoint)),
+          do_train, do_predict, do_eval, export_google_checkpoint, eval_during_training)),
                "--export_dir": export_dir and path_checks.Folder(export_dir)})
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
   preflight.check_special_tokens(tokenizer.vocab, vocab_file)
   # Read now, so that a predict_file without questions is found before training.
   predict_examples = None
-  if do_predict:
+  if do_predict or eval_during_training:
     predict_examples = squad_examples.read_squad_examples(
         predict_file, is_training=False,
         version_2_with_negative=version_2_with_negative).examples
     if not predict_examples:
-      raise BertTfError(f"{predict_file}: no questions; --do_predict needs some")
+      raise BertTfError(f"{predict_file}: no questions; "
+                        f"{'--do_predict' if do_predict else '--eval_during_training'} needs "
+                        "some")
   phase = "--do_predict" if do_predict else "--export_dir"
-  if not do_train:
+  if not do_train and use_best_checkpoint:
+    eval_during.require_best(best_dir)
+  elif not do_train:
     preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
                               init_checkpoint, output_dir)
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
@@ -368,6 +406,42 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
+  predicted = {}  # The predict features, made once a run.
+
+  def predict_answers(folder):
+    """The model's answers to predict_file in ``folder``: the files of PREDICTIONS_FILE,
+    NBEST_FILE and (v2.0) NULL_ODDS_FILE, by name."""
+    record = os.path.join(output_dir, PREDICT_RECORD_FILE)
+    if "features" not in predicted:
+      predicted["features"] = write_predict_features(
+          predict_examples, tokenizer, record, max_seq_length, doc_stride, max_query_length,
+          predict_batch_size)
+    predict_features = predicted["features"]
+    progress(f"***** Running predictions *****  examples {len(predict_examples)}, "
+             f"features {len(predict_features)}, batch size {predict_batch_size}")
+    with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
+      raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
+    paths = {name: os.path.join(folder, name)
+             for name in (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)}
+    postprocess.write_predictions(
+        predict_examples, predict_features, raw_results, n_best_size, max_answer_length,
+        do_lower_case, paths[PREDICTIONS_FILE], paths[NBEST_FILE], paths[NULL_ODDS_FILE],
+        version_2_with_negative=version_2_with_negative,
+        null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging)
+    if not version_2_with_negative:
+      del paths[NULL_ODDS_FILE]
+    return paths
+
+  def score(paths):
+    return squad_evaluate.evaluate_files(
+        predict_file, paths[PREDICTIONS_FILE], null_odds_file=paths.get(NULL_ODDS_FILE),
+        version_2_with_negative=version_2_with_negative)
+
+  def evaluate_dev():
+    """The official evaluation's scores of the model's answers (files in a temporary
+    folder)."""
+    with tempfile.TemporaryDirectory(prefix="bert_tf-squad-eval-") as folder:
+      return score(predict_answers(folder))
 
   if do_train:
     read = squad_examples.read_squad_examples(train_file, is_training=True,
@@ -405,16 +479,27 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
+    hook = None
+    if eval_during_training:
+      hook = eval_during.EvalDuringTraining(
+          strategy, model, evaluate_dev, output_dir, best_metric,
+          patience=early_stopping_patience,
+          write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
+          progress=progress)
     with warnings.catch_warnings():
       # The span head does not use the pooler (nor did the original's): no gradient there.
       warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
       with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
         results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
                                          summary_writer=loop.summary_writer(output_dir),
-                                         progress=progress)
+                                         progress=progress, checkpoint_hook=hook)
     global_step = results["train"]["global_step"]
+    if use_best_checkpoint:
+      global_step = eval_during.restore_best(model, best_dir, progress)
     if export_google_checkpoint:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
+  elif use_best_checkpoint:
+    global_step = eval_during.restore_best(model, best_dir, progress)
   elif loop.latest_checkpoint(output_dir):
     latest = loop.restore_model(model, output_dir)
     global_step = int(latest.rsplit("-", 1)[1])
@@ -426,31 +511,12 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     preflight.check_loaded(phase, report)
 
   if do_predict:
-    record = os.path.join(output_dir, PREDICT_RECORD_FILE)
-    predict_features = write_predict_features(predict_examples, tokenizer, record,
-                                              max_seq_length, doc_stride, max_query_length,
-                                              predict_batch_size)
-    progress(f"***** Running predictions *****  examples {len(predict_examples)}, "
-             f"features {len(predict_features)}, batch size {predict_batch_size}")
-    with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
-      raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
-    paths = {name: os.path.join(output_dir, name)
-             for name in (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)}
-    postprocess.write_predictions(
-        predict_examples, predict_features, raw_results, n_best_size, max_answer_length,
-        do_lower_case, paths[PREDICTIONS_FILE], paths[NBEST_FILE], paths[NULL_ODDS_FILE],
-        version_2_with_negative=version_2_with_negative,
-        null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging)
-    if not version_2_with_negative:
-      del paths[NULL_ODDS_FILE]
+    paths = predict_answers(output_dir)
     results["predict"] = {"num_examples": len(predict_examples),
-                          "num_features": len(predict_features), "files": paths}
+                          "num_features": len(predicted["features"]), "files": paths}
 
   if do_eval:
-    scores = squad_evaluate.evaluate_files(
-        predict_file, results["predict"]["files"][PREDICTIONS_FILE],
-        null_odds_file=results["predict"]["files"].get(NULL_ODDS_FILE),
-        version_2_with_negative=version_2_with_negative)
+    scores = score(results["predict"]["files"])
     squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
     loop.write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
                        dict(scores, global_step=global_step))

@@ -231,6 +231,40 @@ def test_v1_predict_only_from_the_google_checkpoint(v1_run, uncased_vocab):
           (tmp / "out" / "predictions.json").read_bytes())
 
 
+def test_v1_evaluation_during_training(v1_run, uncased_vocab):
+  """The same run with --eval_during_training: the same training (predictions.json byte-equal),
+  the official scores at steps 2, 4 and 5, the last equal to --do_eval's of the same weights,
+  best/ = the first step with the highest f1, and --best_metric a one-line error when the
+  evaluation has no such score."""
+  from bert_tf.training import eval_during_training  # pylint: disable=import-outside-toplevel
+  tmp, results, _ = v1_run
+  out = tmp / "during"
+  args = dict(train_file=str(tmp / "train.json"), predict_file=str(V1_SAMPLE), do_train=True,
+              do_predict=True, do_eval=True, train_batch_size=2, num_train_epochs=2.0,
+              predict_batch_size=4, learning_rate=1e-3, steps_per_loop=2,
+              save_checkpoints_steps=2, seed=1, n_best_size=10, max_answer_length=20,
+              eval_during_training=True, **LENGTHS)
+  during = squad.run_squad(_config(), str(uncased_vocab), str(out),
+                           tf.distribute.get_strategy(), **args)
+  assert during["train"] == results["train"]
+  assert (out / "predictions.json").read_bytes() == (tmp / "out" / "predictions.json").read_bytes()
+  history = eval_during_training.read_history(str(out))
+  assert [e["global_step"] for e in history] == [2, 4, 5]
+  assert dict(history[-1], global_step=None) == dict(during["eval"], global_step=None)
+  best = max(history, key=lambda e: e["f1"])  # the first of equals, as "strictly better"
+  assert eval_during_training.best_step(str(out / "best")) == best["global_step"]
+  assert not list(out.glob("**/bert_tf-squad-eval-*"))
+  with pytest.raises(BertTfError, match="--best_metric exact: the SQuAD v1.1 evaluation has "
+                                        "exact_match, f1"):
+    squad.run_squad(_config(), str(uncased_vocab), str(tmp / "bad"),
+                    tf.distribute.get_strategy(), **dict(args, best_metric="exact"))
+  with pytest.raises(BertTfError, match="--eval_during_training scores predictions of "
+                                        "--predict_file"):
+    squad.run_squad(_config(), str(uncased_vocab), str(tmp / "bad"),
+                    tf.distribute.get_strategy(),
+                    **dict(args, predict_file=None, do_predict=False, do_eval=False))
+
+
 # === SQuAD v2.0, messy input ===
 
 def _messy_v2_train_file(path):

@@ -88,6 +88,7 @@ def test_better_is_lower_for_a_loss_higher_else_and_never_nan():
   assert not eval_during.is_better(0.4, 0.5, "eval_f1")
   assert eval_during.is_better(0.0, None, "eval_f1")                 # the first
   assert not eval_during.is_better(float("nan"), None, "eval_mcc")
+  assert eval_during.is_better(-0.5, float("nan"), "eval_pearson")    # nan is no best
   assert eval_during.lower_is_better("mm_loss") and not eval_during.lower_is_better("eval_mcc")
 
 
@@ -127,6 +128,11 @@ def test_hook_keeps_the_best_weights_and_stops_after_patience(tmp_path):
       "global_step": 20, "metric": "eval_f1", "value": 0.7, "checkpoint": "ckpt-20"}
   assert tf.train.latest_checkpoint(str(tmp_path / "best")).endswith("ckpt-20")
   assert os.path.exists(tmp_path / "best" / "marker")
+  # The run's own evaluations come from memory, not the file (which a multi-worker run's
+  # chief may not have written yet when another worker asks).
+  (tmp_path / "eval_history.jsonl").rename(tmp_path / "history.moved")
+  assert first.evaluated(40)["eval_f1"] == 0.7 and first.evaluated(45) is None
+  (tmp_path / "history.moved").rename(tmp_path / "eval_history.jsonl")
   np.testing.assert_array_equal(
       _weights(tmp_path / "best" / "ckpt-20")["bert/pooler/dense/bias"], 20.0)
   assert not (tmp_path / "best" / "ckpt-10.index").exists()          # one best kept
@@ -139,6 +145,32 @@ def test_hook_keeps_the_best_weights_and_stops_after_patience(tmp_path):
   later = hook()
   assert later.begin(30, resumed=True) is False
   assert [e["global_step"] for e in later.history] == [10, 20, 30]
+
+
+def test_hook_a_nan_metric_is_never_the_best(tmp_path):
+  """Spearman's rho of constant predictions is nan: nan, nan, then 0.2 keeps step 3 as the
+  best; with patience 2, two nan evaluations stop training (none scored)."""
+  task = classifier.ClassifierTask(_config(), num_labels=2)
+  model = task.build_model()
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  nan = float("nan")
+  for patience, values, stops in ((3, [nan, nan, 0.2], [False, False, False]),
+                                  (2, [nan, nan], [False, True])):
+    out = tmp_path / str(patience)
+    lines = []
+    values_left = iter(values)
+    hook = eval_during.EvalDuringTraining(
+        tf.distribute.get_strategy(), model, lambda: {"eval_spearman": next(values_left)},
+        str(out), "eval_spearman", patience=patience, progress=lines.append)
+    hook.begin(0, resumed=False)
+    assert [hook.saved(step) for step in range(1, len(values) + 1)] == stops
+    if patience == 3:
+      assert hook.best == (3, 0.2)
+      assert json.loads((out / "best" / "best.json").read_text())["global_step"] == 3
+    else:
+      assert "early stopping: 2 evaluations without a better eval_spearman " \
+             "(--early_stopping_patience=2); none scored" in lines
 
 
 def test_another_best_metric_over_a_kept_best_is_a_one_line_error(tmp_path):
