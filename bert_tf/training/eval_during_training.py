@@ -1,6 +1,8 @@
 """Evaluation during training: the dev set at every checkpoint, the best checkpoint kept, and
 early stopping. What users of the original asked for (google-research/bert issues 115, 636,
-1206) and the Estimator never gave run_classifier.py: its --do_eval ran once, after training.
+1206) and its Estimator scripts never gave: their --do_eval ran once, after training.
+run_classifier (the dev set(s)), run_squad (the official scores of --predict_file) and
+run_pretraining (the eval input's masked-LM and next-sentence metrics) use it.
 
 A ``Trainer.train`` checkpoint hook. At each checkpoint the training loop saves
 (``--save_checkpoints_steps``, and the last one), on every worker:
