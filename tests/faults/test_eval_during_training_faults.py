@@ -1,8 +1,9 @@
 """run_classifier.py with --eval_during_training killed (SIGKILL) where its work can be cut in
 two: after a checkpoint is saved, before its evaluation (``eval_start``), and after the best
-checkpoint is saved, before best.json says so (``best_saved``); then the same command. The
-folder must end as an uninterrupted run's: the same history, best/ and results, byte for
-byte (features aside, whose bytes may differ between processes)."""
+checkpoint is saved, before best.json says so (``best_saved``); then Ctrl-C before a later
+evaluation (one line, exit 130); then the same command. The folder must end as an
+uninterrupted run's: the same history, best/ and results, byte for byte (features aside,
+whose bytes may differ between processes)."""
 
 import json
 import os
@@ -81,10 +82,21 @@ def test_killed_between_save_and_eval_and_inside_the_best_save_resumes_exactly(
   assert "eval at step 2: loss" in result.stdout
   kept = json.loads((out / "best" / "best.json").read_text())["global_step"]
   assert kept < later[0] and os.path.exists(out / "best" / f"ckpt-{later[0]}.index")
+  # Ctrl-C while a later evaluation is about to start (the run waits there for it).
+  ready = tmp_path / "ready"
+  process = hook.start_at_point(command(out), _env(), "eval_start", STEPS - 1, ready, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  process.send_signal(signal.SIGINT)
+  stdout, stderr = process.communicate(timeout=600)
+  assert process.returncode == 130, stderr[-3000:]
+  assert stderr.strip().splitlines()[-1] == "run_classifier.py: interrupted"
+  assert "Traceback" not in stderr
+  assert f"evaluation of step {later[0]} already done" in stdout
+  assert [e["global_step"] for e in _history(out)] == list(range(1, STEPS - 1))
   result = _run(command, out)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr
-  assert f"evaluation of step {later[0]} already done" in result.stdout
+  assert f"eval at step {STEPS - 1}: loss" in result.stdout
 
   records = ["eval.tf_record", "train.tf_record"]
   for name in records:
