@@ -596,11 +596,23 @@ def format_progress(stats, num_train_steps):
   return " ".join(parts)
 
 
-def evaluate(strategy, model, task, dataset_fn, max_steps=None):
+def cached_function(cache, name, python_function):
+  """``tf.function(python_function)``, kept in ``cache`` (a dict, or None: not kept) under
+  ``name`` and taken from there when it is already: a caller that evaluates the same model
+  again (evaluation during training) traces its step once, not at every evaluation."""
+  if cache is None:
+    return tf.function(python_function)
+  if name not in cache:
+    cache[name] = tf.function(python_function)
+  return cache[name]
+
+
+def evaluate(strategy, model, task, dataset_fn, max_steps=None, cache=None):
   """Streaming evaluation: ``task.eval_metrics`` sums over every batch (and replica).
 
   ``task.eval_metrics(outputs, features)`` returns {name: (value_sum, weight_sum)}; the result
   is {name: value_sum / weight_sum} over the whole dataset (or ``max_steps`` batches).
+  ``cache``: as ``cached_function``'s.
   """
   dataset = strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -608,11 +620,12 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None):
     outputs = model(features, training=False)
     return task.eval_metrics(outputs, features)
 
-  @tf.function
-  def step_fn(batch):
+  def step(batch):
     per_replica = strategy.run(replica_fn, args=(batch,))
     return tf.nest.map_structure(
         lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), per_replica)
+
+  step_fn = cached_function(cache, "evaluate", step)
 
   totals, steps = None, 0
   for batch in progress.track(dataset, max_steps, "eval batches"):

@@ -247,12 +247,14 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           use_next_sentence=use_next_sentence)
     return fn
 
+  eval_cache = {}  # loop.evaluate's step, traced once a run
+
   def evaluate():
     """eval_results.txt's entries (global_step aside) of the model's weights."""
     with record_check.naming_damaged_records(eval_files):
       return loop.evaluate(strategy, model, task,
                            dataset_fn(eval_input_file or input_file, eval_batch_size, False),
-                           max_steps=max_eval_steps)
+                           max_steps=max_eval_steps, cache=eval_cache)
 
   hook = None  # evaluation during training
   if do_train:

@@ -126,7 +126,7 @@ def write_predict_features(examples, tokenizer, path, max_seq_length, doc_stride
   return features
 
 
-def predict(strategy, model, input_file, max_seq_length, batch_size):
+def predict(strategy, model, input_file, max_seq_length, batch_size, cache=None):
   """Start/end logits of every feature in a predict TFRecord (``write_predict_features``).
 
   Args:
@@ -135,6 +135,7 @@ def predict(strategy, model, input_file, max_seq_length, batch_size):
     input_file: the TFRecord, padded to a multiple of ``batch_size`` records.
     max_seq_length: S.
     batch_size: the global batch size (a multiple of the number of replicas).
+    cache: as ``loop.cached_function``'s (evaluation during training predicts again).
   Returns:
     list of ``postprocess.RawResult`` (unique_id, start_logits [S], end_logits [S] float32
     numpy), one per real feature, in no particular order; padding rows are dropped.
@@ -150,9 +151,10 @@ def predict(strategy, model, input_file, max_seq_length, batch_size):
             "start_logits": tf.cast(outputs["start_logits"], tf.float32),
             "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
 
-  @tf.function
-  def step_fn(batch):
+  def step(batch):
     return strategy.run(replica_fn, args=(batch,))
+
+  step_fn = loop.cached_function(cache, "predict", step)
 
   results = []
   batches = strategy.distribute_datasets_from_function(dataset_fn)
@@ -407,6 +409,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
   predicted = {}  # The predict features, made once a run.
+  predict_cache = {}  # predict's step, traced once a run
 
   def predict_answers(folder):
     """The model's answers to predict_file in ``folder``: the files of PREDICTIONS_FILE,
@@ -420,7 +423,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     progress(f"***** Running predictions *****  examples {len(predict_examples)}, "
              f"features {len(predict_features)}, batch size {predict_batch_size}")
     with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
-      raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size)
+      raw_results = predict(strategy, model, record, max_seq_length, predict_batch_size,
+                            cache=predict_cache)
     paths = {name: os.path.join(folder, name)
              for name in (PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE)}
     postprocess.write_predictions(

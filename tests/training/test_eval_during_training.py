@@ -18,7 +18,7 @@ import tensorflow as tf
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, checkpoints
-from bert_tf.training import classifier, eval_during_training as eval_during, pretraining
+from bert_tf.training import classifier, eval_during_training as eval_during, loop, pretraining
 from tests.conftest import FIXTURES
 from tests.reference import google_models
 from tests.training.test_run_pretraining import PRED, SEQ, workdir  # noqa: F401  (fixture)
@@ -171,6 +171,30 @@ def test_hook_a_nan_metric_is_never_the_best(tmp_path):
     else:
       assert "early stopping: 2 evaluations without a better eval_spearman " \
              "(--early_stopping_patience=2); none scored" in lines
+
+
+def test_repeated_evaluations_trace_their_step_once(tmp_path):
+  """Evaluation during training runs the same model over the dev set again and again: with the
+  run's cache the step is traced once (a new tf.function would trace every time), and gives
+  the same numbers."""
+  from tests.training.test_classifier import _write_eval_file  # pylint: disable=import-outside-toplevel
+  path = str(tmp_path / "eval.tf_record")
+  _write_eval_file(path, n_real=6, batch_size=4, num_labels=2)
+  task = classifier.ClassifierTask(BertConfig.from_dict(google_models.tiny_config_dict()), 2)
+  model = task.build_model()
+  strategy = tf.distribute.get_strategy()
+  cache = {}
+  runs = [classifier.run_inference(strategy, model, task,
+                                   classifier.eval_dataset_fn(path, 10, 4), cache=cache)
+          for _ in range(3)]
+  assert cache["run_inference"].experimental_get_tracing_count() == 1
+  for metrics, outputs in runs[1:]:
+    assert metrics == runs[0][0]
+    np.testing.assert_array_equal(outputs["logits"], runs[0][1]["logits"])
+  sums = [loop.evaluate(strategy, model, task, classifier.eval_dataset_fn(path, 10, 4),
+                        cache=cache) for _ in range(3)]
+  assert cache["evaluate"].experimental_get_tracing_count() == 1
+  assert sums[0] == sums[1] == sums[2] and sums[0]["eval_loss"] == runs[0][0]["eval_loss"]
 
 
 def test_another_best_metric_over_a_kept_best_is_a_one_line_error(tmp_path):
