@@ -403,10 +403,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if wanted and not [s for s in splits if s]:
       raise BertTfError(f"{phase}: task {glue_task.name} has no data for it")
   if eval_during_training:
-    best_metric = best_metric or default_best_metric(glue_task)
-    if best_metric not in eval_result_keys(glue_task):
-      raise BertTfError(f"--best_metric {best_metric}: task {glue_task.name} has "
-                        f"{', '.join(eval_result_keys(glue_task))}")
+    best_metric = eval_during.resolve_best_metric(
+        best_metric, default_best_metric(glue_task), eval_result_keys(glue_task),
+        f"task {glue_task.name}")
   paths.check_paths(
       inputs={"--vocab_file": vocab_file, "--init_checkpoint": init_checkpoint,
               "--data_dir": None if use_tfds else data_dir},
@@ -529,7 +528,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     # The weights were evaluated during training: their entry of the history is the result.
     done = hook.evaluated(global_step) if hook else None
     if done is not None:
-      progress(f"evaluation of step {global_step}: from {eval_during.HISTORY_FILE}")
+      progress(f"evaluation of step {global_step}: done during training")
       eval_results = done
     else:
       eval_results = evaluate_dev()

@@ -287,6 +287,15 @@ def check_flags(do_train, eval_during_training, best_metric, early_stopping_pati
                       f"(it chooses the best checkpoint, {best_dir})")
 
 
+def resolve_best_metric(best_metric, default, keys, what):
+  """``best_metric``, or ``default`` when not given; one that is not among ``keys`` (the
+  evaluation's) is a one-line error saying what ``what`` has."""
+  best_metric = best_metric or default
+  if best_metric not in keys:
+    raise BertTfError(f"--best_metric {best_metric}: {what} has {', '.join(keys)}")
+  return best_metric
+
+
 def require_best(best_dir):
   """A one-line error when ``best_dir`` holds no best checkpoint (--use_best_checkpoint
   without training)."""

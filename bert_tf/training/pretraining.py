@@ -184,10 +184,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   eval_during.check_flags(do_train, eval_during_training, best_metric, early_stopping_patience,
                           use_best_checkpoint, best_dir)
   if eval_during_training:
-    best_metric = best_metric or "masked_lm_loss"
-    if best_metric not in eval_result_keys(use_next_sentence):
-      raise BertTfError(f"--best_metric {best_metric}: pretraining has "
-                        f"{', '.join(eval_result_keys(use_next_sentence))}")
+    best_metric = eval_during.resolve_best_metric(
+        best_metric, "masked_lm_loss", eval_result_keys(use_next_sentence), "pretraining")
   evaluates = do_eval or eval_during_training
   preflight.check_at_least({
       **({"--train_batch_size": (train_batch_size, 1),
@@ -291,20 +289,14 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
   elif use_best_checkpoint:
-    eval_during.restore_best(model, best_dir, progress)
+    global_step = eval_during.restore_best(model, best_dir, progress)
   elif loop.latest_checkpoint(output_dir):
-    loop.restore_model(model, output_dir)
+    global_step = int(loop.restore_model(model, output_dir).rsplit("-", 1)[1])
   else:
+    global_step = 0
     preflight.check_loaded("--do_eval", checkpoints.load_weights(model, init_checkpoint))
 
   if do_eval:
-    if use_best_checkpoint:
-      global_step = eval_during.best_step(best_dir)
-    else:
-      global_step = results.get("train", {}).get("global_step")
-    if global_step is None:
-      latest = loop.latest_checkpoint(output_dir)
-      global_step = int(latest.rsplit("-", 1)[1]) if latest else 0
     # The weights were evaluated during training: their entry of the history is the result.
     done = hook.evaluated(global_step) if hook else None
     metrics = done if done is not None else evaluate()

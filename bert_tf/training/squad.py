@@ -363,12 +363,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   eval_during.check_flags(do_train, eval_during_training, best_metric, early_stopping_patience,
                           use_best_checkpoint, best_dir)
   if eval_during_training:
-    best_metric = best_metric or "f1"
-    keys = EVAL_KEYS_V2 if version_2_with_negative else EVAL_KEYS_V1
-    if best_metric not in keys:
-      raise BertTfError(f"--best_metric {best_metric}: the SQuAD "
-                        f"{'v2.0' if version_2_with_negative else 'v1.1'} evaluation has "
-                        f"{', '.join(keys)}")
+    best_metric = eval_during.resolve_best_metric(
+        best_metric, "f1", EVAL_KEYS_V2 if version_2_with_negative else EVAL_KEYS_V1,
+        f"the SQuAD {'v2.0' if version_2_with_negative else 'v1.1'} evaluation")
   if export_dir:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     export.check_export_dir(export_dir, overwrite=overwrite_export, output_dir=output_dir)
