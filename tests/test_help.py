@@ -21,7 +21,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretraining.py", "run_classifier.py", "run_classifier_with_tfhub.py",
-           "run_squad.py", "extract_features.py",
+           "run_squad.py", "run_ner.py", "extract_features.py",
            "data_prep/build_vocab.py", "data_prep/create_pretraining_data.py",
            "data_prep/sample_corpus.py"]
 # setup.py's console_scripts.
@@ -29,6 +29,7 @@ CONSOLE = {"bert_tf_run_pretraining": "run_pretraining.py",
            "bert_tf_run_classifier": "run_classifier.py",
            "bert_tf_run_classifier_with_tfhub": "run_classifier_with_tfhub.py",
            "bert_tf_run_squad": "run_squad.py",
+           "bert_tf_run_ner": "run_ner.py",
            "bert_tf_extract_features": "extract_features.py"}
 _DEFINE = re.compile(r"DEFINE_(?!alias)\w+\(\s*\"(\w+)\"")
 

@@ -6,5 +6,6 @@ from bert_tf.modeling.heads import LinearHead, MaskedLMHead, gather_positions  #
 from bert_tf.modeling.layers import (BertEmbeddings, BertSelfAttention,  # noqa: F401
                                      TransformerBlock)
 from bert_tf.modeling.models import (BertClassifier, BertPretrainer,  # noqa: F401
-                                     BertSpanLabeler, masked_lm_loss, next_sentence_loss,
+                                     BertSpanLabeler, BertTokenClassifier,
+                                     masked_lm_loss, next_sentence_loss,
                                      pretraining_loss)

@@ -4,6 +4,9 @@
   ``BertClassifier``    dropout(0.1) on the pooled output -> dense(C) (``run_classifier.py``);
                         ``num_labels=1`` is a regression head (STS-B)
   ``BertSpanLabeler``   dense(2) on every token -> start/end logits (``run_squad.py``)
+  ``BertTokenClassifier`` dropout(0.1) on every token -> dense(C) (``run_ner.py``; the
+                        original had no token classification: Hugging Face's
+                        ``BertForTokenClassification`` head, under the classifier's names)
 
 Each is a plain ``keras.Model``: it works in bert_tf's custom training loop and with Keras
 ``compile``/``fit``/``evaluate``/``predict``. Shape legend as in ``heads.py``.
@@ -113,6 +116,35 @@ class BertSpanLabeler(_TaskModel):
     sequence_output = self.bert(inputs, training=training)["sequence_output"]
     logits = self.span(sequence_output)  # [B,S,2]
     return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertTokenClassifier(_TaskModel):
+  """A label for every token (named entities, chunks, part-of-speech tags).
+
+  Call with the encoder inputs -> logits ``[B, S, num_labels]`` float32. The head is Hugging
+  Face's ``BertForTokenClassification``: dropout (0.1) on ``sequence_output``, then one dense
+  layer, stored as the classifier's ``output_weights [C,H]``/``output_bias`` (Google names)
+  and ``classifier.weight``/``classifier.bias`` (Hugging Face names).
+  """
+
+  def __init__(self, config, num_labels, classifier_dropout=0.1, **kwargs):
+    kwargs.setdefault("name", "bert_token_classifier")
+    super().__init__(config, **kwargs)
+    self.num_labels = num_labels
+    self.classifier_dropout = classifier_dropout
+    self.classifier = heads.LinearHead(self.config, num_labels, dropout_rate=classifier_dropout,
+                                       name="classifier", dtype=self.dtype_policy)
+    self.built = True
+
+  def call(self, inputs, training=None):
+    sequence_output = self.bert(inputs, training=training)["sequence_output"]  # [B,S,H]
+    return self.classifier(sequence_output, training=training)                # [B,S,C]
+
+  def get_config(self):
+    base = super().get_config()
+    base.update(num_labels=self.num_labels, classifier_dropout=self.classifier_dropout)
+    return base
 
 
 def masked_lm_loss(masked_lm_logits, masked_lm_ids, masked_lm_weights):

@@ -1,0 +1,268 @@
+"""Token classification (run_ner.py): conlleval's scores against seqeval, the word-piece
+labelling against Hugging Face's tokenizer, the model and its loss against transformers'
+BertForTokenClassification on the real MiniLM weights, long sentences, bad input, and
+run_ner.py end to end on a real CoNLL-2003 sample.
+
+The references (tests/fixtures/ner/reference.json, logits.npz) were made by
+tests/fixtures/make_ner_reference.py (transformers, seqeval). conll2003_sample.txt and
+conll2000_sample.txt are the CoNLL-2003 (NER, IOB1) and CoNLL-2000 (chunking) samples of
+allennlp 0.9.0's test fixtures (allennlp/tests/fixtures/data/), real shared-task data.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import tensorflow as tf
+
+from bert_tf import conlleval, tokenization
+from bert_tf.data import conll
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertTokenClassifier, checkpoints
+from bert_tf.training import distribution, token_classifier
+from tests.conftest import FIXTURES
+
+NER = FIXTURES / "ner"
+REPO = FIXTURES.parents[1]
+REFERENCE = json.loads((NER / "reference.json").read_text(encoding="utf-8"))
+
+
+def _sentences():
+  return [conll.TaggedSentence(s["words"], s["tags"]) for s in REFERENCE["sentences"]]
+
+
+# === conlleval ===
+
+@pytest.mark.parametrize("case", REFERENCE["chunks"], ids=lambda c: c["name"])
+def test_scores_equal_seqeval(case):
+  result = conlleval.evaluate(case["gold"], case["predicted"])
+  for key in ("precision", "recall", "f1", "accuracy"):
+    assert result[key] == pytest.approx(case[key], abs=1e-12), key
+  assert {k: v["f1"] for k, v in result["types"].items()} == pytest.approx(case["type_f1"])
+
+
+def test_chunks_by_hand():
+  # IOB1: a run of I- is one chunk, B- splits two adjacent ones of the same type.
+  assert conlleval.chunks(["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]) == [
+      ("PER", 0, 1), ("LOC", 3, 3), ("LOC", 4, 4)]
+  # A change of type starts a chunk; E- and S- end one.
+  assert conlleval.chunks(["B-PER", "I-LOC", "E-LOC", "I-LOC", "S-ORG"]) == [
+      ("PER", 0, 0), ("LOC", 1, 2), ("LOC", 3, 3), ("ORG", 4, 4)]
+  # S- after a chunk of its type starts another; so does I- after S-.
+  assert conlleval.chunks(["B-PER", "S-PER", "I-PER"]) == [
+      ("PER", 0, 0), ("PER", 1, 1), ("PER", 2, 2)]
+  # Two gold chunks, one found exactly, one with the wrong end: p = 1/2, r = 1/2; 4 of 5
+  # tags right.
+  result = conlleval.evaluate([["B-PER", "I-PER", "O", "B-LOC", "I-LOC"]],
+                              [["B-PER", "I-PER", "O", "B-LOC", "O"]])
+  assert (result["precision"], result["recall"], result["f1"], result["accuracy"]) == (
+      0.5, 0.5, 0.5, 0.8)
+  with pytest.raises(ValueError, match="NN"):
+    conlleval.evaluate([["NN"]], [["NN"]])
+
+
+# === Features ===
+
+def test_pieces_and_labels_equal_hugging_face(uncased_vocab):
+  """Input ids as Hugging Face's fast tokenizer makes them from pre-split words, and a label
+  at each word's first piece exactly where run_ner puts one (not -100)."""
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  features = conll.convert_sentences(_sentences(), REFERENCE["labels"],
+                                     REFERENCE["max_seq_length"], tokenizer)
+  assert len(features) == len(REFERENCE["sentences"])
+  for feature, ids, labels in zip(features, REFERENCE["input_ids"], REFERENCE["label_ids"]):
+    assert feature.input_ids == ids
+    assert feature.label_mask == [int(x != -100) for x in labels]
+    assert [f for f, m in zip(feature.label_ids, feature.label_mask) if m] == [
+        x for x in labels if x != -100]
+    assert feature.input_mask == [int(x != 0) for x in ids]
+
+
+def test_long_sentences_split_between_words(uncased_vocab):
+  """Every word is labelled once, in some feature, whatever the length; a word longer than a
+  whole sequence keeps its first pieces; a word with no piece gets O."""
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  sentences = _sentences() + [conll.TaggedSentence(
+      ["Supercalifragilisticexpialidocious", "\u200b", "Oslo"], ["B-PER", "B-LOC", "B-LOC"])]
+  labels = REFERENCE["labels"]
+  for length in (5, 8, 12, 24):
+    features = conll.convert_sentences(sentences, labels, length, tokenizer)
+    covered = [(f.sentence, w) for f in features for w in f.words]
+    assert len(covered) == len(set(covered))
+    for f in features:
+      assert len(f.input_ids) == length and sum(f.label_mask) == len(f.words)
+      assert f.input_ids[sum(f.input_mask) - 1] == tokenizer.vocab["[SEP]"]
+    # The gold ids as predictions give back the gold tags (the zero-width space: O).
+    tags = conll.word_predictions(sentences, features, [f.label_ids for f in features],
+                                  labels)
+    expected = [s.tags for s in sentences]
+    expected[-1] = ["B-PER", "O", "B-LOC"]
+    assert tags == expected, length
+  assert len(conll.convert_sentences(sentences[:1], labels, 5, tokenizer)) > 1
+
+
+def test_read_conll_files():
+  sentences = conll.read_conll(str(NER / "conll2003_sample.txt"))
+  assert [s.words for s in sentences] == [
+      ["U.N.", "official", "Ekeus", "heads", "for", "Baghdad", "."],
+      ["AI2", "engineer", "Joel", "lives", "in", "Seattle", "."]]
+  assert sentences[0].tags == ["I-ORG", "O", "I-PER", "O", "O", "I-LOC", "O"]
+  assert sentences[1].source.endswith("conll2003_sample.txt:13")
+  pos = conll.read_conll(str(NER / "conll2003_sample.txt"), label_column=1)
+  assert pos[0].tags[:3] == ["NNP", "NN", "NNP"]
+  chunking = conll.read_conll(str(NER / "conll2000_sample.txt"))
+  assert len(chunking) == 2 and chunking[0].tags[:3] == ["B-NP", "B-PP", "B-NP"]
+  assert conll.labels_of(chunking)[0] == "O"
+
+
+def test_bad_files_name_file_and_line(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_text("EU B-ORG\nrejects\n", encoding="utf-8")
+  with pytest.raises(BertTfError, match=r"train\.txt:2: 1 column\(s\)"):
+    conll.read_conll(str(path))
+  with pytest.raises(BertTfError, match=r"train\.txt:2: 1 column"):  # tagged from line 1 on
+    conll.read_conll(str(path), labelled=False)
+  unlabelled = tmp_path / "test.txt"
+  unlabelled.write_text("EU\nrejects\n\nGerman\n", encoding="utf-8")
+  assert [s.tags for s in conll.read_conll(str(unlabelled), labelled=False)] == [None, None]
+  path.write_bytes(b"caf\xe9 O\n")
+  with pytest.raises(BertTfError, match="train.txt: not UTF-8"):
+    conll.read_conll(str(path))
+
+
+# === The model ===
+
+def _hugging_face_folder(minilm_path, tmp_path):
+  """A Hugging Face BertForTokenClassification folder: MiniLM plus the reference's
+  classifier.weight / classifier.bias (as save_pretrained names them)."""
+  folder = tmp_path / "hf_ner"
+  folder.mkdir()
+  shutil.copy(minilm_path / "config.json", folder / "config.json")
+  tensors = safetensors.numpy.load_file(str(minilm_path / "model.safetensors"))
+  head = np.load(NER / "logits.npz")
+  tensors["classifier.weight"] = head["weight"]
+  tensors["classifier.bias"] = head["bias"]
+  safetensors.numpy.save_file(tensors, str(folder / "model.safetensors"))
+  return folder
+
+
+def test_logits_and_loss_equal_transformers(minilm_path, uncased_vocab, tmp_path):
+  """BertTokenClassifier loads a Hugging Face token classifier (head included) and gives its
+  logits; the task's loss is its mean cross-entropy over the labelled pieces."""
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  model = BertTokenClassifier(config, len(REFERENCE["labels"]), classifier_dropout=0.1)
+  report = checkpoints.load_weights(model, str(_hugging_face_folder(minilm_path, tmp_path)))
+  assert "output_weights" not in str(report).split("missing")[-1]
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  features = conll.convert_sentences(_sentences(), REFERENCE["labels"],
+                                     REFERENCE["max_seq_length"], tokenizer)
+  batch = {name: tf.constant([getattr(f, name) for f in features], tf.int32)
+           for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")}
+  logits = model(batch, training=False).numpy()
+  reference = np.load(NER / "logits.npz")
+  assert logits.shape == reference["logits"].shape
+  np.testing.assert_allclose(logits, reference["logits"], atol=2e-4)
+  task = token_classifier.TokenClassifierTask(config, len(REFERENCE["labels"]))
+  loss = (task.loss_numerators(logits, batch)["tokens"] /
+          task.loss_denominators(batch)["tokens"]).numpy()
+  assert loss == pytest.approx(float(reference["loss"]), abs=1e-5)
+
+
+# === run_ner.py ===
+
+def _data_dir(tmp_path):
+  data = tmp_path / "conll"
+  data.mkdir()
+  for name in ("train.txt", "dev.txt", "test.txt"):
+    shutil.copy(NER / "conll2003_sample.txt", data / name)
+  return data
+
+
+def _run_ner(minilm_path, data, out, *flags):
+  command = [sys.executable, str(REPO / "run_ner.py"), f"--data_dir={data}",
+             f"--bert_config_file={minilm_path / 'config.json'}",
+             f"--vocab_file={minilm_path / 'vocab.txt'}", f"--output_dir={out}",
+             "--max_seq_length=16", "--seed=1", *flags]
+  return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _results(path):
+  return {k: float(v) for k, v in (line.split(" = ") for line in
+                                   path.read_text().splitlines())}
+
+
+def test_run_ner_learns_the_sample(minilm_path, tmp_path):
+  """Real MiniLM fine-tuned on the CoNLL-2003 sample tags it right (entity F1 1.0, from 0
+  at the random head's start), with evaluation during training; predictions are conlleval's
+  input and score to eval_results.txt; an eval-only run of the folder gives the same."""
+  data, out = _data_dir(tmp_path), tmp_path / "out"
+  done = _run_ner(minilm_path, data, out, f"--init_checkpoint={minilm_path}", "--do_train",
+                  "--do_eval", "--do_predict", "--train_batch_size=2",
+                  "--num_train_epochs=20", "--learning_rate=1e-4",
+                  "--save_checkpoints_steps=10", "--eval_during_training")
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "Traceback" not in done.stderr and "Gradients do not exist" not in done.stderr
+  history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
+  assert [h["global_step"] for h in history] == [10, 20]
+  results = _results(out / "eval_results.txt")
+  assert results["eval_f1"] == 1.0 and results["eval_accuracy"] == 1.0
+  assert results["global_step"] == 20 and results["eval_loss"] < 0.1
+  assert set(results) == set(token_classifier.eval_result_keys(
+      conll.labels_of(conll.read_conll(str(data / "train.txt"))))) | {"global_step"}
+  # eval_predictions.txt: word gold predicted, a blank line after each sentence.
+  lines = (out / "eval_predictions.txt").read_text().split("\n\n")
+  rows = [[line.split() for line in block.splitlines()] for block in lines if block.strip()]
+  assert [[r[0] for r in s] for s in rows] == [
+      s.words for s in conll.read_conll(str(data / "dev.txt"))]
+  rescored = conlleval.evaluate([[r[1] for r in s] for s in rows],
+                                [[r[2] for r in s] for s in rows])
+  assert rescored["f1"] == results["eval_f1"]
+  assert _results(out / "test_results.txt")["test_f1"] == 1.0
+  assert (out / "test_predictions.txt").read_text() == (out / "eval_predictions.txt").read_text()
+  assert json.loads((out / "token_classifier.json").read_text())["labels"] == [
+      "O", "I-LOC", "I-ORG", "I-PER"]
+  assert (out / "best" / "token_classifier.json").exists()
+  # The Google export holds the head under the classifier's names.
+  names = dict(tf.train.list_variables(str(out / "google" / "bert_model.ckpt")))
+  assert names["output_weights"] == [4, 384] and names["output_bias"] == [4]
+
+  again = _run_ner(minilm_path, data, out, "--do_eval")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert _results(out / "eval_results.txt") == pytest.approx(results, abs=1e-6)
+
+
+def test_run_ner_one_line_errors(minilm_path, tmp_path):
+  data, out = _data_dir(tmp_path), tmp_path / "out"
+  (data / "dev.txt").write_text("Paris B-CITY\n", encoding="utf-8")
+  done = _run_ner(minilm_path, data, out, "--do_train", "--do_eval")
+  assert done.returncode == 1
+  assert done.stderr.strip().splitlines()[-1].endswith(
+      "dev.txt:1: tag 'B-CITY' of 'Paris' is not one of the labels (O, I-LOC, I-ORG, I-PER)")
+  assert "Traceback" not in done.stderr and not out.exists()
+  (data / "test.txt").unlink()
+  done = _run_ner(minilm_path, data, out, "--do_predict")
+  assert done.returncode == 1 and "test.txt: no such file (--do_predict reads it)" in done.stderr
+
+
+def test_library_refusals(minilm_path, tmp_path):
+  """Before any model is built: no tag list for an eval-only run of a new folder, and a
+  --best_metric the tag set does not have."""
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  data = _data_dir(tmp_path)
+  strategy = distribution.get_strategy()
+  common = dict(init_checkpoint=str(minilm_path), max_seq_length=16)
+  with pytest.raises(BertTfError, match="no tag list"):
+    token_classifier.run_token_classifier(config, str(data), str(minilm_path / "vocab.txt"),
+                                          str(tmp_path / "a"), strategy, do_eval=True, **common)
+  with pytest.raises(BertTfError, match="eval_MISC_f1"):
+    token_classifier.run_token_classifier(
+        config, str(data), str(minilm_path / "vocab.txt"), str(tmp_path / "b"), strategy,
+        do_train=True, eval_during_training=True, best_metric="eval_MISC_f1", **common)
+  assert token_classifier.default_best_metric(["NN", "VB"]) == "eval_accuracy"
+  assert token_classifier.eval_result_keys(["NN", "VB"]) == ["eval_accuracy", "eval_loss"]
+  assert not os.path.exists(tmp_path / "a" / "eval_results.txt")
