@@ -266,3 +266,50 @@ def test_library_refusals(minilm_path, tmp_path):
   assert token_classifier.default_best_metric(["NN", "VB"]) == "eval_accuracy"
   assert token_classifier.eval_result_keys(["NN", "VB"]) == ["eval_accuracy", "eval_loss"]
   assert not os.path.exists(tmp_path / "a" / "eval_results.txt")
+
+
+def _write_conll(path, sentences):
+  path.write_text("".join("".join(f"{w} {t}\n" for w, t in zip(s.words, s.tags)) + "\n"
+                          for s in sentences), encoding="utf-8")
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_eval_equals_the_model_called_directly(minilm_path, uncased_vocab, tmp_path, replicas):
+  """--do_eval of a Hugging Face token classifier (MiniLM + the reference head) on one device
+  and on 2 replicas: the scores of the model called directly on the features, whose
+  sentences are split over several features and whose last batch is padded."""
+  data = tmp_path / "conll"
+  data.mkdir()
+  sentences = _sentences()
+  _write_conll(data / "dev.txt", sentences)
+  labels, length = REFERENCE["labels"], 8
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  folder = _hugging_face_folder(minilm_path, tmp_path)
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  features = conll.convert_sentences(sentences, labels, length, tokenizer)
+  assert len(features) % 4 and len(features) > len(sentences)  # padding, split sentences
+  model = BertTokenClassifier(config, len(labels))
+  checkpoints.load_weights(model, str(folder))
+  batch = {name: tf.constant([getattr(f, name) for f in features], tf.int32)
+           for name in ("input_ids", "input_mask", "segment_ids")}
+  predicted = np.argmax(model(batch, training=False).numpy(), axis=-1)
+  tags = conll.word_predictions(sentences, features, predicted, labels)
+  assert len({t for s in tags for t in s}) > 2  # a random head, yet not one tag for all
+  expected = token_classifier.scores([s.tags for s in sentences], tags, labels)
+
+  if replicas == 1:
+    strategy = distribution.get_strategy()
+  else:
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) < 2:
+      pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
+    strategy = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+  results = token_classifier.run_token_classifier(
+      config, str(data), str(uncased_vocab), str(tmp_path / "out"), strategy,
+      init_checkpoint=str(folder), max_seq_length=length, do_eval=True, eval_batch_size=4,
+      labels=labels)["eval"]
+  assert results.pop("eval_loss") > 0 and results.pop("global_step") == 0
+  assert results == pytest.approx(expected, abs=1e-12)
+  written = (tmp_path / "out" / "eval_predictions.txt").read_text().split("\n\n")
+  assert [[line.split()[2] for line in block.splitlines()] for block in written
+          if block.strip()] == tags
