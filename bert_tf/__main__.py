@@ -9,6 +9,7 @@
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
   bert_tf export-hf --model=bert-base-uncased --output_dir=bert-base-uncased-hf
   bert_tf classify --model=DIR "Lowest rates - act now" "Re: the build script"  # fine-tuned
+  bert_tf tag --model=DIR "Joel Grus lives in Seattle ."   # fine-tuned by run_ner.py
 
 ``--model`` is a folder in Google, bert_tf or Hugging Face layout, or a released model's name
 (``bert-base-uncased``: downloaded once; see ``bert_tf.load``).
@@ -125,6 +126,16 @@ def _parser():
   classify.add_argument("text", nargs="*", metavar="TEXT")
   classify.add_argument("--json", action="store_true",
                         help="Print JSON lines (label, probability, probabilities, logits).")
+
+  tag = commands.add_parser(
+      "tag", parents=[common, texts],
+      help="Tag of each word (named entities, ...) by a model fine-tuned with run_ner.py.")
+  tag.add_argument("text", nargs="*", metavar="TEXT")
+  tag.add_argument("--split", default="basic", choices=("basic", "whitespace"),
+                   help="Words: as the basic tokenizer cuts (punctuation apart; default), or "
+                   "at whitespace only.")
+  tag.add_argument("--json", action="store_true",
+                   help="Print JSON lines (words, tags, entities).")
 
   att = commands.add_parser("attention", parents=[common],
                             help="HTML head view and PNG heatmaps of one text's attention.")
@@ -287,6 +298,18 @@ def _classify(args, out):
                 + (f" ||| {b}" if b else "") + "\n")
 
 
+def _tag(args, out):
+  items = _read_items(args)
+  if any(b is not None for _, b in items):
+    raise BertTfError("tag takes single texts, not 'a ||| b' pairs")
+  bert = _load(args)
+  for (text, _), result in zip(items, bert.tag([a for a, _ in items], split=args.split)):
+    if args.json:
+      out.write(json.dumps({"text": text, **result}, ensure_ascii=False) + "\n")
+    else:
+      out.write(" ".join(f"{w}/{t}" for w, t in zip(result["words"], result["tags"])) + "\n")
+
+
 def _attention(args, out):
   from bert_tf import visualize  # pylint: disable=import-outside-toplevel
   if len(args.text) > 2:
@@ -348,7 +371,8 @@ def _check_paths(args):
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
-             "attention": _attention, "export-hf": _export_hf, "classify": _classify}
+             "attention": _attention, "export-hf": _export_hf, "classify": _classify,
+             "tag": _tag}
 
 
 def main(argv=None, out=None):

@@ -8,6 +8,11 @@ answer with label names::
   {"task_name": "MRPC", "labels": ["0", "1"], "is_regression": false,
    "do_lower_case": true, "max_seq_length": 128}
 
+A folder fine-tuned by run_ner.py has ``token_classifier.json`` instead (``write_tokens``,
+``read_tokens``: the tag names in output order, ``do_lower_case``, ``max_seq_length``), for
+``bert_tf.load(folder).tag(text)``; its own name, so that a token classifier is never read as
+a sentence classifier (both heads are ``output_weights [C,H]``).
+
 ``labels`` are the names in output order (the task processor's ``get_labels()``; for the
 ``user`` task ``--labels``, ``labels.txt`` or the sorted training labels); a regression has
 one output and ``labels`` ``[]``.
@@ -22,6 +27,7 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 FILE_NAME = "classifier.json"
+TOKEN_FILE_NAME = "token_classifier.json"
 
 
 def write(folder, labels, *, is_regression=False, task_name=None, do_lower_case=True,
@@ -55,4 +61,35 @@ def read(folder):
       not info.get("is_regression") and len(labels) < 2):
     raise BertTfError(f"{path}: 'labels' must be a list of at least 2 label names (or "
                       "'is_regression': true)")
+  return info
+
+
+def write_tokens(folder, labels, *, do_lower_case=True, max_seq_length=None):
+  """Writes ``folder/token_classifier.json`` atomically; returns its path."""
+  path = os.path.join(folder, TOKEN_FILE_NAME)
+  with fileio.atomic_write(path) as f:
+    f.write(json.dumps({"labels": [str(x) for x in labels],
+                        "do_lower_case": bool(do_lower_case),
+                        "max_seq_length": max_seq_length}, indent=1) + "\n")
+  return path
+
+
+def read_tokens(folder):
+  """``folder/token_classifier.json`` as a dict, or None when the folder has none.
+
+  Raises:
+    BertTfError: the file is not valid JSON, or its labels are not at least 2 tag names.
+  """
+  path = os.path.join(folder, TOKEN_FILE_NAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      info = json.load(f)
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  labels = info.get("labels") if isinstance(info, dict) else None
+  if not isinstance(labels, list) or len(labels) < 2 or not all(
+      isinstance(x, str) for x in labels):
+    raise BertTfError(f"{path}: 'labels' must be a list of at least 2 tag names")
   return info

@@ -172,7 +172,7 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   classifier_info = classifier_labels.read(folder)
 
   return _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
-                classifier_info)
+                classifier_info, classifier_labels.read_tokens(folder))
 
 
 def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_length,
@@ -196,7 +196,7 @@ def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_l
 
 
 def _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
-           classifier_info):
+           classifier_info, token_classifier_info=None):
   """The ``InferenceModel`` of ``config`` with the weights at ``path``."""
   model = BertPretrainer(config)
   report = checkpoints.load_weights(model, path)
@@ -213,7 +213,8 @@ def _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
                         has_next_sentence=has_next_sentence and has_pooler,
                         has_pooler=has_pooler, max_seq_length=max_seq_length,
                         batch_size=batch_size, load_report=report, weights_path=str(path),
-                        classifier_info=classifier_info)
+                        classifier_info=classifier_info,
+                        token_classifier_info=token_classifier_info)
 
 
 def _clean_up_setting(folder):
@@ -241,11 +242,14 @@ class InferenceModel(inference_heads.HeadsMixin):
     load_report: the ``checkpoints.LoadReport`` of the load.
     classifier_info: for a folder fine-tuned by run_classifier, its ``classifier.json``
       (``labels``, ``is_regression``, ``max_seq_length``, ...; see ``classify``), else None.
+    token_classifier_info: for a folder fine-tuned by run_ner, its ``token_classifier.json``
+      (``labels``, ``max_seq_length``, ...; see ``tag``), else None.
   """
 
   def __init__(self, model, tokenizer, *, source="", do_lower_case=True, has_masked_lm=True,
                has_next_sentence=True, has_pooler=True, max_seq_length=None, batch_size=32,
-               load_report=None, weights_path=None, classifier_info=None):
+               load_report=None, weights_path=None, classifier_info=None,
+               token_classifier_info=None):
     self.model = model
     self.encoder = model.bert
     self.config = model.config
@@ -259,6 +263,8 @@ class InferenceModel(inference_heads.HeadsMixin):
     self.weights_path = weights_path or source
     self.classifier_info = classifier_info  # classifier_labels.read's dict, or None
     self._classifier = None
+    self.token_classifier_info = token_classifier_info  # classifier_labels.read_tokens's
+    self._tagger = None
     self.max_seq_length = self.config.max_position_embeddings
     self.max_seq_length = self._limit(max_seq_length)
     if batch_size < 1:

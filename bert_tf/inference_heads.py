@@ -1,7 +1,8 @@
 """The task heads of a loaded BERT (``bert_tf.inference.InferenceModel``): fill-mask and
-next-sentence on the pretraining heads, and ``classify`` on a folder fine-tuned by
-run_classifier.py. A mixin: the methods use the model's tokenizer, batching and compiled
-functions (``tokenize``, ``_batches``, ``_masked_lm_fn``...), which ``InferenceModel`` has.
+next-sentence on the pretraining heads, ``classify`` on a folder fine-tuned by
+run_classifier.py, and ``tag`` on a folder fine-tuned by run_ner.py. A mixin: the methods use
+the model's tokenizer, batching and compiled functions (``tokenize``, ``_batches``,
+``_masked_lm_fn``...), which ``InferenceModel`` has.
 
 Shape legend: b = texts in a batch, s = its longest sequence, P = [MASK]s per text, V = vocab
 size, C = classes.
@@ -52,7 +53,7 @@ def _as_items(texts, text_pairs=None):
 
 
 class HeadsMixin:
-  """``fill_mask``, ``next_sentence`` and ``classify`` of ``InferenceModel``."""
+  """``fill_mask``, ``next_sentence``, ``classify`` and ``tag`` of ``InferenceModel``."""
 
   # --- the pretraining heads ---------------------------------------------------------------
 
@@ -220,3 +221,90 @@ class HeadsMixin:
 
       self._classifier = (model, logits_fn)
     return self._classifier[1]
+
+  # --- token classification (run_ner.py) ---------------------------------------------------
+
+  def tag(self, texts, *, split="basic", max_seq_length=None, batch_size=None):
+    """The tag of every word, and the entities, from a folder fine-tuned by run_ner.py.
+
+    Args:
+      texts: a str, a list of str, or a list of pre-split sentences (lists of words, as a
+        CoNLL file holds them).
+      split: how a str is cut into words: ``"basic"`` (default) as the basic tokenizer cuts
+        (punctuation marks are words of their own; the case is kept), ``"whitespace"`` at
+        whitespace only.
+      max_seq_length: default: the fine-tuning run's ``--max_seq_length``. A longer text is
+        split between words into several sequences, as run_ner.py splits it.
+    Returns:
+      For one text (a str or one list of words in a list of one) a dict ``{"words": [...],
+      "tags": [...], "entities": [{"type", "text", "first_word", "last_word"}]}``; entities
+      are conlleval's chunks of the tags (none when the tags have no B-/I- prefixes). For a
+      list, a list of them.
+    Raises:
+      BertTfError: the folder has no ``token_classifier.json`` (not written by run_ner.py) or
+        its checkpoint no classifier head.
+    """
+    from bert_tf import conlleval  # pylint: disable=import-outside-toplevel
+    from bert_tf.data import conll  # pylint: disable=import-outside-toplevel
+    info = self.token_classifier_info
+    if info is None:
+      raise BertTfError(f"tag: {self.source} has no {classifier_labels.TOKEN_FILE_NAME} (the "
+                        "tag names run_ner.py writes beside a fine-tuned model)")
+    if split not in ("basic", "whitespace"):
+      raise BertTfError(f"split must be 'basic' or 'whitespace', got {split!r}")
+    single = isinstance(texts, (str, bytes))
+    texts = [texts] if single else list(texts)
+    splitter = tokenization.BasicTokenizer(do_lower_case=False)
+    sentences = []
+    for i, text in enumerate(texts):
+      if isinstance(text, (list, tuple)) and all(isinstance(w, str) for w in text):
+        words = list(text)
+      elif isinstance(text, (str, bytes)):
+        text = tokenization.convert_to_unicode(text)
+        words = splitter.tokenize(text) if split == "basic" else text.split()
+      else:
+        raise BertTfError(f"texts[{i}]: expected a str or a list of words, got {text!r}")
+      sentences.append(conll.TaggedSentence(words, None))
+    if max_seq_length is None and info.get("max_seq_length"):
+      max_seq_length = int(info["max_seq_length"])
+    length = self._limit(max_seq_length)
+    labels = info["labels"]
+    features = conll.convert_sentences(sentences, labels, length, self.tokenizer)
+    fn = self._tagger_fn()
+    size = batch_size or self.batch_size
+    predicted = []
+    for start in range(0, len(features), size):
+      batch = features[start:start + size]
+      used = max(sum(f.input_mask) for f in batch)
+      ids, mask, types = (tf.constant([getattr(f, name)[:used] for f in batch], tf.int32)
+                          for name in ("input_ids", "input_mask", "segment_ids"))
+      predicted.extend(np.argmax(fn(ids, mask, types).numpy(), axis=-1))
+    tags = conll.word_predictions(sentences, features, predicted, labels)
+    chunked = all(conlleval.is_chunk_tag(label) for label in labels)
+    results = []
+    for sentence, sentence_tags in zip(sentences, tags):
+      entities = [{"type": kind, "text": " ".join(sentence.words[first:last + 1]),
+                   "first_word": first, "last_word": last}
+                  for kind, first, last in (conlleval.chunks(sentence_tags) if chunked else [])]
+      results.append({"words": sentence.words, "tags": sentence_tags, "entities": entities})
+    return results[0] if single else results
+
+  def _tagger_fn(self):
+    """The fine-tuned token classifier (built and loaded on first use) as a ``tf.function``
+    of ``[b,s]`` ids, mask, type ids -> logits ``[b,s,C]``."""
+    if self._tagger is None:
+      from bert_tf.modeling import BertTokenClassifier  # pylint: disable=import-outside-toplevel
+      model = BertTokenClassifier(self.config, len(self.token_classifier_info["labels"]),
+                                  classifier_dropout=0.0)
+      report = checkpoints.load_weights(model, self.weights_path)
+      if {"output_weights", "output_bias"} & set(report.missing):
+        raise BertTfError(f"tag: {self.source} has no token classifier head weights "
+                          "(output_weights/output_bias)")
+
+      @tf.function(input_signature=[_IDS, _IDS, _IDS])
+      def logits_fn(word_ids, mask, type_ids):
+        return model({"input_word_ids": word_ids, "input_mask": mask,
+                      "input_type_ids": type_ids}, training=False)
+
+      self._tagger = (model, logits_fn)
+    return self._tagger[1]

@@ -24,7 +24,6 @@ Tag sets that are not chunk tags (``O``/``B-``/``I-``/``E-``/``S-``; e.g. part-o
 tags) get eval_accuracy and eval_loss only.
 """
 
-import json
 import os
 import warnings
 
@@ -32,16 +31,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import conlleval, fileio, paths, run_lock, tokenization
+from bert_tf import classifier_labels, conlleval, fileio, paths, run_lock, tokenization
 from bert_tf.data import conll, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints
 from bert_tf.training import DTYPE_POLICIES, classifier, distribution, loop, preflight
 from bert_tf.training import eval_during_training as eval_during
 
-# What a fine-tuned folder says about its tags (bert_tf.load's classifier.json is for
-# sentence classifiers; this one is never mistaken for it).
-LABELS_FILE = "token_classifier.json"
+LABELS_FILE = classifier_labels.TOKEN_FILE_NAME  # the tag names (bert_tf.load(folder).tag)
 SPLIT_FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
 
 
@@ -126,25 +123,8 @@ def write_tagged(path, sentences, predicted_tags):
 
 def write_labels(folder, label_list, do_lower_case, max_seq_length):
   """``folder/token_classifier.json``: the tag names in output order, and the preprocessing."""
-  with fileio.atomic_write(os.path.join(folder, LABELS_FILE)) as f:
-    f.write(json.dumps({"labels": list(label_list), "do_lower_case": bool(do_lower_case),
-                        "max_seq_length": max_seq_length}, indent=1) + "\n")
-
-
-def read_labels(folder):
-  """The tag names of a fine-tuned folder, or None when it has no ``token_classifier.json``."""
-  path = os.path.join(folder, LABELS_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      labels = json.load(f).get("labels")
-  except (json.JSONDecodeError, AttributeError):
-    labels = None
-  if not isinstance(labels, list) or len(labels) < 2 or not all(
-      isinstance(x, str) for x in labels):
-    raise BertTfError(f"{path}: 'labels' must be a list of at least 2 tag names")
-  return labels
+  classifier_labels.write_tokens(folder, label_list, do_lower_case=do_lower_case,
+                                 max_seq_length=max_seq_length)
 
 
 def resolve_labels(labels, data_dir, output_dir, train_sentences):
@@ -159,9 +139,9 @@ def resolve_labels(labels, data_dir, output_dir, train_sentences):
     if len(names) < 2:
       raise BertTfError(f"{listed}: at least 2 tag names, one a line")
     return names
-  saved = read_labels(output_dir)
+  saved = classifier_labels.read_tokens(output_dir)
   if saved:
-    return saved
+    return saved["labels"]
   if train_sentences is None:
     raise BertTfError("no tag list: give --labels, a labels.txt in --data_dir, or train "
                       "(--do_train) first")
