@@ -16,7 +16,13 @@ The folder holds:
   - ``vocab.txt`` (the vocab in id order), ``tokenizer_config.json`` (``do_lower_case``, the
     special tokens, ``model_max_length``) and ``special_tokens_map.json``.
 
-A fine-tuned classifier's or SQuAD head is not written (its encoder is). The folder is written
+A fine-tuned model is written with its head, as the transformers class that has it:
+``BertClassifier`` (run_classifier.py) as ``BertForSequenceClassification`` (``num_labels=1``:
+``problem_type`` regression), ``BertTokenClassifier`` (run_ner.py) as
+``BertForTokenClassification``, ``BertSpanLabeler`` (run_squad.py) as
+``BertForQuestionAnswering`` (the last two without the pooler, which they do not have). The
+label names go to ``id2label``/``label2id``: from ``labels=``, else from the fine-tuned
+folder's ``classifier.json`` / ``token_classifier.json``. The folder is written
 under a temporary name beside ``output_dir`` and renamed when whole; an existing
 ``output_dir`` must be empty, or (with ``overwrite``) a previous export of this kind
 (``is_previous_export``), swapped out whole as a SavedModel export is (``swap``: a kill between
@@ -41,8 +47,14 @@ _SPECIAL = (("unk_token", "[UNK]"), ("sep_token", "[SEP]"), ("pad_token", "[PAD]
             ("cls_token", "[CLS]"), ("mask_token", "[MASK]"))
 
 
+# bert_tf's task models -> (transformers' class, whether it has the pooler).
+TASK_ARCHITECTURES = {"BertClassifier": ("BertForSequenceClassification", True),
+                      "BertTokenClassifier": ("BertForTokenClassification", False),
+                      "BertSpanLabeler": ("BertForQuestionAnswering", False)}
+
+
 def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
-                        vocab_file=None, do_lower_case=None):
+                        vocab_file=None, do_lower_case=None, labels=None):
   """Writes ``model`` as a Hugging Face BERT folder; returns ``output_dir``.
 
   Args:
@@ -50,10 +62,12 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
       released model's name that ``bert_tf.load`` takes (a Google, bert_tf or Hugging Face
       folder, or checkpoint); or a bert_tf Keras model (``BertModel``; ``BertPretrainer``,
       written with both heads; any task model, written as its encoder), then with
-      ``vocab_file``.
+      ``vocab_file``. A folder fine-tuned by run_classifier.py or run_ner.py (it has
+      ``classifier.json`` or ``token_classifier.json``) is written with its head.
     output_dir: the folder to write (new, or empty).
     overwrite: replace a previous export at ``output_dir``.
     config_file, vocab_file, do_lower_case: as in ``bert_tf.load``.
+    labels: a task model's label names in output order (``id2label``).
   Raises:
     BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
   """
@@ -61,6 +75,9 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   if isinstance(model, inference.InferenceModel):
     keras_model, tokenizer, lower = model.model, model.tokenizer, model.do_lower_case
     heads = (model.has_masked_lm, model.has_next_sentence, model.has_pooler)
+    task = _fine_tuned(model)
+    if task is not None:
+      keras_model, labels = task[0], labels or task[1]
   elif hasattr(model, "weights") and hasattr(model, "config"):
     keras_model, tokenizer, lower, heads = _from_keras(model, vocab_file, do_lower_case)
   else:
@@ -70,6 +87,7 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   _check_output_dir(output_dir, overwrite)
   tensors, architecture = hugging_face_tensors(keras_model, *heads)
   config = keras_model.config.to_hugging_face_dict(architectures=[architecture])
+  config.update(_label_fields(keras_model, architecture, labels))
   vocab = tokenizer.vocab
   config["pad_token_id"] = vocab.get("[PAD]", 0)
   tokenizer_config = {"do_lower_case": bool(lower), "tokenize_chinese_chars": True,
@@ -95,6 +113,38 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   return output_dir
 
 
+def _fine_tuned(bert):
+  """``(task model, label names)`` of a loaded folder fine-tuned by run_classifier.py or
+  run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or None."""
+  if bert.token_classifier_info is not None:
+    bert._tagger_fn()  # pylint: disable=protected-access
+    return bert._tagger[0], bert.token_classifier_info["labels"]  # pylint: disable=protected-access
+  if bert.classifier_info is not None:
+    bert._classifier_fn()  # pylint: disable=protected-access
+    info = bert.classifier_info
+    return (bert._classifier[0],  # pylint: disable=protected-access
+            None if info.get("is_regression") else info["labels"])
+  return None
+
+
+def _label_fields(model, architecture, labels):
+  """config.json's ``num_labels`` fields of a task model: ``id2label``/``label2id`` (names
+  from ``labels``, else transformers' default ``LABEL_<i>``), ``problem_type`` for a
+  regression."""
+  if architecture not in ("BertForSequenceClassification", "BertForTokenClassification"):
+    return {}
+  count = model.num_labels
+  if labels is not None and len(labels) != count:
+    raise BertTfError(f"export_hugging_face: {len(labels)} labels for a head of {count} "
+                      "outputs")
+  names = [str(x) for x in labels] if labels is not None else [f"LABEL_{i}" for i in range(count)]
+  fields = {"id2label": {str(i): name for i, name in enumerate(names)},
+            "label2id": {name: i for i, name in enumerate(names)}}
+  if architecture == "BertForSequenceClassification":
+    fields["problem_type"] = ("regression" if count == 1 else "single_label_classification")
+  return fields
+
+
 def _from_keras(model, vocab_file, do_lower_case):
   """``(model, tokenizer, do_lower_case, (masked LM, next sentence, pooler))`` of a Keras model."""
   from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
@@ -112,9 +162,21 @@ def _from_keras(model, vocab_file, do_lower_case):
 
 def hugging_face_tensors(model, masked_lm=True, next_sentence=True, pooler=True):
   """``({hugging_face_name: float32 array}, architecture)`` of a bert_tf model's encoder and
-  the pretraining heads asked for (those the model has)."""
+  the pretraining heads asked for (those the model has); of a task model
+  (``TASK_ARCHITECTURES``), its encoder and head."""
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   names = checkpoints.google_variable_map(model)
+  task = TASK_ARCHITECTURES.get(type(model).__name__)
+  if task is not None:  # A fine-tuned model: its encoder and its head.
+    architecture, has_pooler = task
+    tensors = {}
+    for name, variable in names.items():
+      if not has_pooler and name.startswith("bert/pooler/"):
+        continue
+      hf_name, transpose = checkpoints.hugging_face_name(name, "bert.")
+      value = np.asarray(variable.numpy(), np.float32)
+      tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+    return tensors, architecture
   masked_lm = masked_lm and any(n.startswith("cls/predictions/") for n in names)
   next_sentence = next_sentence and any(n.startswith("cls/seq_relationship/") for n in names)
   if masked_lm and next_sentence:

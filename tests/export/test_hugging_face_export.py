@@ -208,3 +208,46 @@ def test_a_masked_lm_without_next_sentence_is_a_bert_for_masked_lm(google_folder
       "cls.predictions.transform.dense.weight"]
   assert all(k.startswith(("bert.", "cls.predictions.")) for k in tensors)
   assert "bert.pooler.dense.weight" in tensors  # kept: BertModel.from_pretrained uses it
+
+
+@pytest.mark.parametrize("architecture", ["BertForTokenClassification",
+                                          "BertForSequenceClassification",
+                                          "BertForQuestionAnswering"])
+def test_fine_tuned_models_have_the_tensors_of_transformers_task_classes(
+    architecture, minilm_path, tmp_path):
+  """A fine-tuned model (MiniLM + a head) exports exactly the tensor names and shapes of
+  transformers' class for its task (tests/fixtures/make_ner_reference.py recorded them), with
+  its label names, and loads back into the same bert_tf model bit for bit."""
+  from bert_tf.modeling import BertClassifier, BertSpanLabeler, BertTokenClassifier
+  reference = json.loads((FIXTURES / "ner" / "reference.json").read_text(encoding="utf-8"))
+  labels = reference["labels"]
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  model = {"BertForTokenClassification": lambda: BertTokenClassifier(config, len(labels)),
+           "BertForSequenceClassification": lambda: BertClassifier(config, len(labels)),
+           "BertForQuestionAnswering": lambda: BertSpanLabeler(config)}[architecture]()
+  checkpoints.load_weights(model, str(minilm_path))
+  rng = np.random.RandomState(5)
+  for variable in model.weights:
+    if not variable.path.startswith("bert/"):  # the head, at random
+      variable.assign(rng.randn(*variable.shape).astype(np.float32))
+  out = tmp_path / "hf"
+  bert_tf.export_hugging_face(model, str(out), vocab_file=str(minilm_path / "vocab.txt"),
+                              labels=None if "Question" in architecture else labels)
+  from safetensors.numpy import load_file
+  tensors = load_file(str(out / "model.safetensors"))
+  assert {k: list(v.shape) for k, v in tensors.items()} == (
+      reference["hugging_face_state_dicts"][architecture])
+  written = json.loads((out / "config.json").read_text())
+  assert written["architectures"] == [architecture]
+  if "Question" not in architecture:
+    assert written["id2label"] == {str(i): name for i, name in enumerate(labels)}
+    assert written["label2id"] == {name: i for i, name in enumerate(labels)}
+  back = type(model)(config, len(labels)) if "Question" not in architecture else (
+      type(model)(config))
+  report = checkpoints.load_weights(back, str(out))
+  for a, b in zip(model.weights, back.weights):
+    if "Question" in architecture or "Token" in architecture:
+      if a.path.startswith("bert/pooler/"):
+        assert "bert/pooler/dense/kernel" in report.missing
+        continue
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)

@@ -20,6 +20,7 @@ import pytest
 import safetensors.numpy
 import tensorflow as tf
 
+import bert_tf
 from bert_tf import conlleval, tokenization
 from bert_tf.data import conll
 from bert_tf.errors import BertTfError
@@ -234,6 +235,31 @@ def test_run_ner_learns_the_sample(minilm_path, tmp_path):
   again = _run_ner(minilm_path, data, out, "--do_eval")
   assert again.returncode == 0, again.stderr[-3000:]
   assert _results(out / "eval_results.txt") == pytest.approx(results, abs=1e-6)
+
+  # The folder (and its Google export) tags text: bert_tf.load(...).tag and `bert_tf tag`.
+  gold = conll.read_conll(str(data / "train.txt"))
+  bert = bert_tf.load(str(out / "google"))
+  assert bert.tag([s.words for s in gold]) == [
+      {"words": s.words, "tags": s.tags, "entities": conlleval_entities(s)} for s in gold]
+  one = bert.tag("AI2 engineer Joel lives in Seattle.")
+  assert one["words"][-2:] == ["Seattle", "."] and one["tags"] == gold[1].tags
+  assert bert.tag("AI2 engineer Joel lives in Seattle.", split="whitespace")["words"][-1] == (
+      "Seattle.")
+  # ... and exports as a transformers BertForTokenClassification folder with its tag names.
+  bert_tf.export_hugging_face(str(out), str(tmp_path / "hf"))
+  exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert exported["architectures"] == ["BertForTokenClassification"]
+  assert exported["id2label"] == {"0": "O", "1": "I-LOC", "2": "I-ORG", "3": "I-PER"}
+  cli = subprocess.run([sys.executable, "-m", "bert_tf", "tag", f"--model={out}",
+                        "--split=whitespace", " ".join(gold[0].words)], capture_output=True,
+                       text=True, timeout=300, check=False)
+  assert cli.returncode == 0, cli.stderr[-3000:]
+  assert cli.stdout.split() == [f"{w}/{t}" for w, t in zip(gold[0].words, gold[0].tags)]
+
+
+def conlleval_entities(sentence):
+  return [{"type": kind, "text": " ".join(sentence.words[a:b + 1]), "first_word": a,
+           "last_word": b} for kind, a, b in conlleval.chunks(sentence.tags)]
 
 
 def test_run_ner_one_line_errors(minilm_path, tmp_path):
