@@ -251,3 +251,30 @@ def test_fine_tuned_models_have_the_tensors_of_transformers_task_classes(
         assert "bert/pooler/dense/kernel" in report.missing
         continue
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
+    minilm_path, tmp_path):
+  """A folder as run_classifier.py leaves it (Google checkpoint, config, vocab,
+  classifier.json) exports as a BertForSequenceClassification with classifier.json's names."""
+  from bert_tf import classifier_labels
+  from bert_tf.modeling import BertClassifier
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  model = BertClassifier(config, 3)
+  checkpoints.load_weights(model, str(minilm_path))
+  model.classifier.output_weights.assign(
+      np.random.RandomState(1).randn(3, config.hidden_size).astype(np.float32))
+  folder = tmp_path / "fine_tuned"
+  checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
+  config.to_json_file(str(folder / "bert_config.json"))
+  (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
+  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user")
+  assert cli_main(["export-hf", f"--model={folder}", f"--output_dir={tmp_path / 'hf'}"]) == 0
+  written = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert written["architectures"] == ["BertForSequenceClassification"]
+  assert written["id2label"] == {"0": "spam", "1": "ham", "2": "eggs"}
+  from safetensors.numpy import load_file
+  tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+  np.testing.assert_array_equal(tensors["classifier.weight"],
+                                model.classifier.output_weights.numpy())
+  assert "bert.pooler.dense.weight" in tensors
