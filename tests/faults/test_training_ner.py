@@ -1,5 +1,5 @@
-"""run_ner.py killed with SIGKILL at seeded named points (inside a checkpoint save, after a
-save's files are whole, after a step; ``bert_tf/faults``), each time followed by the same
+"""run_ner.py killed with SIGKILL at seeded named points (after a save's files are whole,
+after a step; ``bert_tf/faults``), each time followed by the same
 command: the final outputs (checkpoints, Google export, eval_results.txt, the predictions)
 equal an uninterrupted run's byte for byte, with no stray file."""
 
@@ -33,7 +33,7 @@ def command(tmp_path_factory, uncased_vocab):
   config.write_text(json.dumps(google_models.tiny_config_dict(vocab_size=30522)))
   data = base / "conll"
   data.mkdir()
-  sample = (FIXTURES / "ner" / "conll2003_sample.txt").read_text(encoding="utf-8")
+  sample = (FIXTURES / "ner" / "conll2003_sample" / "train.txt").read_text(encoding="utf-8")
   for name in ("train.txt", "dev.txt", "test.txt"):
     (data / name).write_text(sample, encoding="utf-8")
 
@@ -62,12 +62,13 @@ def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_
           "test_results.txt", "token_classifier.json", f"ckpt-{STEPS}.index",
           "google/bert_model.ckpt.index", "google/token_classifier.json"} <= set(expected)
 
+  # (A kill inside a save before any file, run_classifier's and run_pretraining's fault tests
+  # cover: the same training loop.)
   rng = random.Random(29)
-  start = rng.randint(1, 3)
-  written = rng.randint(start + 1, 4)
+  written = rng.randint(1, 4)
   step = rng.randint(written + 1, 5)
   out = tmp_path / "out"
-  for point, n in (("save_start", start), ("save_written", written), ("step", step)):
+  for point, n in (("save_written", written), ("step", step)):
     result = _run(command, out, env=hook.env(_env(), point, n, action="kill"))
     assert result.returncode == -signal.SIGKILL, (point, n, result.stderr[-3000:])
   assert _state(out)[0] == f"ckpt-{step - 1}"
