@@ -42,23 +42,38 @@ def write(folder, labels, *, is_regression=False, task_name=None, do_lower_case=
   return path
 
 
+_MISSING = object()
+
+
+def _read_json(folder, name):
+  """``(content, path)`` of ``folder/name``: its JSON, or ``_MISSING`` when there is no such
+  file (a one-line error when it is not JSON)."""
+  path = os.path.join(folder, name)
+  if not tf.io.gfile.exists(path):
+    return _MISSING, path
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      return json.load(f), path
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+
+
+def _labels(info):
+  labels = info.get("labels") if isinstance(info, dict) else None
+  return labels if isinstance(labels, list) and all(isinstance(x, str) for x in labels) else None
+
+
 def read(folder):
   """``folder/classifier.json`` as a dict, or None when the folder has none.
 
   Raises:
     BertTfError: the file is not valid JSON, or its labels are not a list of names.
   """
-  path = os.path.join(folder, FILE_NAME)
-  if not tf.io.gfile.exists(path):
+  info, path = _read_json(folder, FILE_NAME)
+  if info is _MISSING:
     return None
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      info = json.load(f)
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-  labels = info.get("labels") if isinstance(info, dict) else None
-  if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or (
-      not info.get("is_regression") and len(labels) < 2):
+  labels = _labels(info)
+  if labels is None or (not info.get("is_regression") and len(labels) < 2):
     raise BertTfError(f"{path}: 'labels' must be a list of at least 2 label names (or "
                       "'is_regression': true)")
   return info
@@ -80,16 +95,10 @@ def read_tokens(folder):
   Raises:
     BertTfError: the file is not valid JSON, or its labels are not at least 2 tag names.
   """
-  path = os.path.join(folder, TOKEN_FILE_NAME)
-  if not tf.io.gfile.exists(path):
+  info, path = _read_json(folder, TOKEN_FILE_NAME)
+  if info is _MISSING:
     return None
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      info = json.load(f)
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-  labels = info.get("labels") if isinstance(info, dict) else None
-  if not isinstance(labels, list) or len(labels) < 2 or not all(
-      isinstance(x, str) for x in labels):
+  labels = _labels(info)
+  if labels is None or len(labels) < 2:
     raise BertTfError(f"{path}: 'labels' must be a list of at least 2 tag names")
   return info

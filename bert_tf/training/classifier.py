@@ -515,16 +515,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     if export_google_checkpoint and chief:
       write_labels(loop.export_google_folder(model, bert_config, output_dir, global_step,
                                              vocab_file))
-  elif use_best_checkpoint:
-    global_step = eval_during.restore_best(model, best_dir, progress)
-  elif loop.latest_checkpoint(output_dir):
-    latest = loop.restore_model(model, output_dir)
-    global_step = int(latest.rsplit("-", 1)[1])
   else:
-    global_step = 0
-    report = checkpoints.load_weights(model, init_checkpoint)
-    progress(str(report))
-    preflight.check_loaded(phase, report)
+    global_step = eval_during.restore_without_training(
+        model, output_dir, init_checkpoint, phase, use_best_checkpoint, progress)
 
   if do_eval:
     # The weights were evaluated during training: their entry of the history is the result.

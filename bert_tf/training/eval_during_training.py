@@ -41,7 +41,7 @@ import tensorflow as tf
 from bert_tf import faults, fileio
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
-from bert_tf.training import distribution, loop
+from bert_tf.training import distribution, loop, preflight
 from bert_tf.training.resume import clean_save_leftovers
 
 HISTORY_FILE = "eval_history.jsonl"
@@ -307,5 +307,26 @@ def require_best(best_dir):
 def restore_best(model, best_dir, progress):
   """Loads ``best/``'s weights into ``model``; returns their training step."""
   path = loop.restore_model(model, best_dir)
-  progress(f"using the best checkpoint, {path}")
+  if progress:
+    progress(f"using the best checkpoint, {path}")
   return int(path.rsplit("-", 1)[1])
+
+
+def restore_without_training(model, output_dir, init_checkpoint, phase, use_best_checkpoint,
+                             progress):
+  """Loads the weights a run without training uses (eval, predict, an export): ``best/``'s
+  with ``use_best_checkpoint``, else the latest checkpoint in ``output_dir``, else
+  ``init_checkpoint``'s, which must hold the whole model (``preflight.check_loaded``, naming
+  ``phase``). Returns their training step (0 for ``init_checkpoint``)."""
+  progress = progress or (lambda line: None)
+  if use_best_checkpoint:
+    return restore_best(model, os.path.join(output_dir, BEST_DIR), progress)
+  latest = loop.latest_checkpoint(output_dir)
+  if latest:
+    loop.restore_model(model, latest)
+    progress(f"restored {latest}")
+    return int(latest.rsplit("-", 1)[1])
+  report = checkpoints.load_weights(model, init_checkpoint)
+  progress(str(report))
+  preflight.check_loaded(phase, report)
+  return 0

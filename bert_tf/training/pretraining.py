@@ -288,13 +288,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       global_step = eval_during.restore_best(model, best_dir, progress)
     if export_google_checkpoint and chief:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
-  elif use_best_checkpoint:
-    global_step = eval_during.restore_best(model, best_dir, progress)
-  elif loop.latest_checkpoint(output_dir):
-    global_step = int(loop.restore_model(model, output_dir).rsplit("-", 1)[1])
   else:
-    global_step = 0
-    preflight.check_loaded("--do_eval", checkpoints.load_weights(model, init_checkpoint))
+    global_step = eval_during.restore_without_training(
+        model, output_dir, init_checkpoint, "--do_eval", use_best_checkpoint, progress)
 
   if do_eval:
     # The weights were evaluated during training: their entry of the history is the result.

@@ -499,17 +499,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
       global_step = eval_during.restore_best(model, best_dir, progress)
     if export_google_checkpoint:
       loop.export_google_folder(model, bert_config, output_dir, global_step, vocab_file)
-  elif use_best_checkpoint:
-    global_step = eval_during.restore_best(model, best_dir, progress)
-  elif loop.latest_checkpoint(output_dir):
-    latest = loop.restore_model(model, output_dir)
-    global_step = int(latest.rsplit("-", 1)[1])
-    progress(f"restored {latest}")
   else:
-    global_step = 0
-    report = checkpoints.load_weights(model, init_checkpoint)
-    progress(str(report))
-    preflight.check_loaded(phase, report)
+    global_step = eval_during.restore_without_training(
+        model, output_dir, init_checkpoint, phase, use_best_checkpoint, progress)
 
   if do_predict:
     paths = predict_answers(output_dir)

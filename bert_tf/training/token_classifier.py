@@ -356,15 +356,9 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
       google_dir = loop.export_google_folder(model, bert_config, output_dir, global_step,
                                              vocab_file)
       write_labels(google_dir, label_list, do_lower_case, max_seq_length)
-  elif use_best_checkpoint:
-    global_step = eval_during.restore_best(model, best_dir, progress)
-  elif loop.latest_checkpoint(output_dir):
-    global_step = int(loop.restore_model(model, output_dir).rsplit("-", 1)[1])
   else:
-    global_step = 0
-    report = checkpoints.load_weights(model, init_checkpoint)
-    progress(str(report))
-    preflight.check_loaded(phase, report)
+    global_step = eval_during.restore_without_training(
+        model, output_dir, init_checkpoint, phase, use_best_checkpoint, progress)
 
   if do_eval:
     # The last evaluation during training was of these weights (not so with
