@@ -96,8 +96,13 @@ def point(name, number=None):
     return
   _announce()
   if action == "pause":
-    while True:  # A signal's handler ends the process (or raises out of the sleep).
-      time.sleep(3600)
+    # A signal's handler ends the process (or raises out of the sleep). Short sleeps: a
+    # process with other threads (TensorFlow's) may get the signal on one of them, which
+    # does not interrupt this thread's sleep, and Python runs the handler only when this
+    # (the main) thread next runs bytecode: with sleep(3600), up to an hour later (CI saw
+    # a SIGTERM at a pause go unanswered for 600 s).
+    while True:
+      time.sleep(0.05)
   if action == "hold":
     ready = os.environ.get(READY_ENV)
     while ready and os.path.exists(ready):  # the test removes it when it is done
