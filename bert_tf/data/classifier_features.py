@@ -282,7 +282,8 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
 # === tf.data ===
 
 def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_remainder,
-                 is_regression=False, input_context=None, shuffle_buffer_size=100, seed=None):
+                 is_regression=False, input_context=None, shuffle_buffer_size=100, seed=None,
+                 spec=None):
   """Batches of classifier features from TFRecord file(s), as the original's input_fn.
 
   Training repeats forever and shuffles with a buffer of 100 records, as the original.
@@ -302,6 +303,8 @@ def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_rema
       (``pipeline.shard_records``).
     shuffle_buffer_size: records in the shuffle buffer (training only).
     seed: shuffle seed, for reproducible runs.
+    spec: another record format's parsing spec (token classification's,
+      ``bert_tf.data.conll.feature_spec``); default ``feature_spec``.
 
   Returns:
     tf.data.Dataset of dicts: input_ids, input_mask, segment_ids [B, S] int32, label_ids [B]
@@ -318,7 +321,7 @@ def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_rema
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
   dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  spec = feature_spec(max_seq_length, is_regression)
+  spec = spec or feature_spec(max_seq_length, is_regression)
 
   def decode(records):                                   # [B] serialized tf.train.Example
     features = tf.io.parse_example(records, spec)

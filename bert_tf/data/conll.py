@@ -32,7 +32,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.data import pipeline
+from bert_tf.data import classifier_features
 from bert_tf.errors import BertTfError
 
 DOCSTART = "-DOCSTART-"
@@ -215,27 +215,14 @@ def write_features(features, output_file):
 
 def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_remainder,
                  input_context=None, shuffle_buffer_size=100, seed=None, **unused):
-  """Batches of token features from TFRecord file(s); as the classifier's ``make_dataset``
-  (training repeats and shuffles, eval keeps the file order): dicts of int32 tensors, every
-  one [B,S] but ``is_real_example`` [B]."""
+  """Batches of token features from TFRecord file(s): the classifier's ``make_dataset``
+  (training repeats and shuffles, eval keeps the file order) with this format's spec; dicts
+  of int32 tensors, every one [B,S] but ``is_real_example`` [B]."""
   del unused  # The classifier's is_regression: tags are always class ids.
-  if isinstance(input_files, (str, bytes)):
-    input_files = [input_files]
-  dataset = tf.data.TFRecordDataset(list(input_files))
-  if is_training:
-    dataset = dataset.repeat().shuffle(buffer_size=shuffle_buffer_size, seed=seed)
-  dataset = pipeline.shard_records(dataset, input_context, len(input_files))
-  if input_context is not None:
-    batch_size = input_context.get_per_replica_batch_size(batch_size)
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-  spec = feature_spec(max_seq_length)
-
-  def decode(records):
-    return {name: tf.cast(t, tf.int32)
-            for name, t in tf.io.parse_example(records, spec).items()}
-
-  dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  return classifier_features.make_dataset(
+      input_files, max_seq_length, batch_size, is_training, drop_remainder,
+      input_context=input_context, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
+      spec=feature_spec(max_seq_length))
 
 
 def word_predictions(sentences, features, predicted_ids, label_list):
