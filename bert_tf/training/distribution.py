@@ -150,6 +150,25 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
       worker_start_timeout_s=worker_start_timeout_s)
 
 
+_MIRRORED_KEYS_LOCK = threading.Lock()
+
+
+def mirrored_strategy(devices=None, cross_device_ops=None):
+  """``tf.distribute.MirroredStrategy(devices, cross_device_ops)`` whose collective ops use keys
+  no other strategy of this process uses.
+
+  Every MirroredStrategy numbers its collectives (group and instance keys) from the same start,
+  and TensorFlow resolves a collective's shape once per process by those keys: the second of
+  two strategies over the same devices in one process (two runs in a notebook, or in one test
+  process) then fails its first all-gather of another shape with "Shape mismatch in the
+  collective instance 100". TensorFlow's own tests give each strategy its own key range through
+  the class's ``_collective_key_base``; so does this.
+  """
+  with _MIRRORED_KEYS_LOCK:
+    tf.distribute.MirroredStrategy._collective_key_base += 100_000  # pylint: disable=protected-access
+    return tf.distribute.MirroredStrategy(devices, cross_device_ops=cross_device_ops)
+
+
 def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None,
                  gcp_project=None, num_gpus=0, num_tpu_cores=None, tpu_job_name=None,
                  tpu_timeout_s=DEFAULT_TPU_TIMEOUT_S,
@@ -177,12 +196,10 @@ def get_strategy(distribution_strategy=DEFAULT_STRATEGY, tpu=None, tpu_zone=None
                                            if num_gpus or _visible("GPU") else "/cpu:0")
   if distribution_strategy == "mirrored":
     if num_gpus or _visible("GPU"):
-      return tf.distribute.MirroredStrategy(_gpu_devices(num_gpus))
-    # On CPUs, sum on one device: host memory is shared, and the default collective
-    # all-reduce of two MirroredStrategy objects in one process reuses instance keys
-    # ("Shape mismatch in the collective instance"), which breaks tests.
-    return tf.distribute.MirroredStrategy(
-        _visible("CPU"), cross_device_ops=tf.distribute.ReductionToOneDevice())
+      return mirrored_strategy(_gpu_devices(num_gpus))
+    # On CPUs, sum on one device: host memory is shared.
+    return mirrored_strategy(_visible("CPU"),
+                             cross_device_ops=tf.distribute.ReductionToOneDevice())
   if distribution_strategy == "multi_worker_mirrored":
     return _multi_worker_strategy(worker_start_timeout_s)
   if distribution_strategy == "tpu":

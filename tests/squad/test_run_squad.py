@@ -27,7 +27,7 @@ from bert_tf.modeling import BertConfig, checkpoints
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
-from bert_tf.training import squad
+from bert_tf.training import distribution, squad
 from tests.reference import google_models
 from tests.reference.google_bert import google
 from tests.squad.conftest import (SQUAD_FIXTURES, V1_SAMPLE, V2_HANDMADE, original_flags,
@@ -350,7 +350,7 @@ def test_predict_two_replicas_equal_one_device(tmp_path, uncased_vocab):
   keras.utils.set_random_seed(3)
   model = task.build_model()
   one = squad.predict(tf.distribute.get_strategy(), model, record, 96, batch_size=4)
-  mirrored = tf.distribute.MirroredStrategy(
+  mirrored = distribution.mirrored_strategy(
       [d.name for d in cpus[:2]], cross_device_ops=tf.distribute.ReductionToOneDevice())
   with mirrored.scope():
     model_2 = task.build_model()

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf.data import classifier_features, glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, checkpoints
-from bert_tf.training import classifier, loop
+from bert_tf.training import classifier, distribution, loop
 from tests.conftest import FIXTURES
 from tests.reference import google_models
 
@@ -116,7 +116,7 @@ def test_run_inference_one_device_and_two_replicas(tmp_path):
   cpus = tf.config.list_logical_devices("CPU")
   if len(cpus) < 2:
     pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
-  mirrored = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+  mirrored = distribution.mirrored_strategy([d.name for d in cpus[:2]])
   with mirrored.scope():
     model_2 = task.build_model()
   model_2.set_weights(model.get_weights())

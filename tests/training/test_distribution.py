@@ -93,6 +93,27 @@ def test_default_one_device_and_mirrored_on_logical_cpus():
                     f"CPU:{i}" for i in range(len(cpus)))
 
 
+def test_two_mirrored_strategies_in_one_process_gather_their_own_shapes():
+  """Two strategies over the same devices, each all-gathering a tensor of its own shape (two
+  runs in one notebook): the second would fail its gather with "Shape mismatch in the
+  collective instance 100" if both numbered their collectives from the same keys."""
+  cpus = [d.name for d in tf.config.list_logical_devices("CPU")[:2]]
+  if len(cpus) < 2:
+    pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
+  for width in (3, 2):
+    strategy = distribution.mirrored_strategy(cpus)
+
+    @tf.function
+    def gather(width=width):
+      def replica_fn():
+        row = tf.fill([1, width], tf.cast(
+            tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32))
+        return tf.distribute.get_replica_context().all_gather(tf.identity(row), axis=0)
+      return strategy.experimental_local_results(strategy.run(replica_fn))[0]
+
+    assert gather().numpy().tolist() == [[0.0] * width, [1.0] * width]
+
+
 def test_missing_gpus_and_unknown_strategy_are_errors():
   visible = len(tf.config.list_logical_devices("GPU"))
   with pytest.raises(BertTfError, match=f"--num_gpus={visible + 1} but {visible} GPUs"):

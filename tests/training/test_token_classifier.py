@@ -337,7 +337,7 @@ def test_eval_equals_the_model_called_directly(minilm_path, uncased_vocab, tmp_p
     cpus = tf.config.list_logical_devices("CPU")
     if len(cpus) < 2:
       pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
-    strategy = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+    strategy = distribution.mirrored_strategy([d.name for d in cpus[:2]])
   results = token_classifier.run_token_classifier(
       config, str(data), str(uncased_vocab), str(tmp_path / "out"), strategy,
       init_checkpoint=str(folder), max_seq_length=length, do_eval=True, eval_batch_size=4,
