@@ -12,7 +12,8 @@ CoLA, SST-2, MRPC, STS-B (regression), QQP, MNLI (dev matched and mismatched), Q
 WNLI, XNLI, AX (predict only, with an MNLI model), or "user" (a data_dir of train/dev/test
 .tsv or .csv with text_a, optional text_b and label columns). bert_tf adds --tfds (read the
 task from tensorflow-datasets), --export_dir (SavedModels taking raw text), --labels,
---is_regression, --seed, --dtype, --optimizer_type, ... A killed run restarted with the same
+--is_regression, --multi_label (any number of labels per example), --seed, --dtype,
+--optimizer_type, ... A killed run restarted with the same
 command resumes from its last checkpoint in --output_dir.
 """
 
@@ -66,6 +67,13 @@ flags.DEFINE_list("labels", None, "User task: label names in id order (default: 
                   "in --data_dir, else the sorted labels of train).")
 flags.DEFINE_bool("is_regression", False, "User task: float labels, one output, squared-error "
                   "loss, Pearson/Spearman metrics.")
+flags.DEFINE_bool("multi_label", False,
+                  "User task: any number of labels per example (none included): one sigmoid "
+                  "output per label, binary cross-entropy loss, micro/macro F1 and subset "
+                  "accuracy. Labels: the names in the label column separated by "
+                  "--label_separator, or a 0/1 column per label named by --labels.")
+flags.DEFINE_string("label_separator", ",",
+                    "--multi_label: what separates the label names in the label column.")
 flags.DEFINE_string("language", "zh", "XNLI: the language kept from the multilingual files.")
 flags.DEFINE_bool("allow_empty_text", False,
                   "Keep rows with an empty text (the original did) instead of an error.")
@@ -79,7 +87,7 @@ flags.DEFINE_bool("export_google_checkpoint", True,
                   "format (with bert_config.json and vocab.txt).")
 training_flags.define_eval_during_training_flags(
     "the BERT paper's metric of the task (CoLA eval_mcc, MRPC and QQP eval_f1, STS-B "
-    "eval_spearman, others eval_accuracy)")
+    "eval_spearman, others eval_accuracy; --multi_label eval_f1, the micro F1)")
 training_flags.define_training_flags()
 
 
@@ -122,7 +130,8 @@ def run(config):
       prefetch_to_device=loop["prefetch_to_device"],
       optimizer_kwargs=training_flags.optimizer_kwargs(FLAGS),
       labels=FLAGS.labels, is_regression=FLAGS.is_regression, language=FLAGS.language,
-      allow_empty_text=FLAGS.allow_empty_text, seed=FLAGS.seed,
+      allow_empty_text=FLAGS.allow_empty_text, multi_label=FLAGS.multi_label,
+      label_separator=FLAGS.label_separator, seed=FLAGS.seed,
       classifier_dropout=FLAGS.classifier_dropout,
       export_google_checkpoint=FLAGS.export_google_checkpoint, export_dir=FLAGS.export_dir,
       overwrite_export=FLAGS.overwrite_export,

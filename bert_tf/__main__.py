@@ -293,6 +293,10 @@ def _classify(args, out):
                            ensure_ascii=False) + "\n")
     elif "score" in result:
       out.write(f"{result['score']:.4f}  {a}" + (f" ||| {b}" if b else "") + "\n")
+    elif "labels" in result:  # multi-label: every label above 0.5, "-" for none
+      names = ",".join(f"{name}:{result['probabilities'][name]:.4f}"
+                       for name in result["labels"]) or "-"
+      out.write(f"{names}  {a}" + (f" ||| {b}" if b else "") + "\n")
     else:
       out.write(f"{result['label']}  {result['probability']:.4f}  {a}"
                 + (f" ||| {b}" if b else "") + "\n")

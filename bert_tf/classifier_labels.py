@@ -8,6 +8,9 @@ answer with label names::
   {"task_name": "MRPC", "labels": ["0", "1"], "is_regression": false,
    "do_lower_case": true, "max_seq_length": 128}
 
+A multi-label classifier (run_classifier.py --multi_label) adds ``"multi_label": true``: its
+outputs are independent sigmoid probabilities, one per label.
+
 A folder fine-tuned by run_ner.py has ``token_classifier.json`` instead (``write_tokens``,
 ``read_tokens``: the tag names in output order, ``do_lower_case``, ``max_seq_length``), for
 ``bert_tf.load(folder).tag(text)``; its own name, so that a token classifier is never read as
@@ -31,11 +34,13 @@ TOKEN_FILE_NAME = "token_classifier.json"
 
 
 def write(folder, labels, *, is_regression=False, task_name=None, do_lower_case=True,
-          max_seq_length=None):
+          max_seq_length=None, multi_label=False):
   """Writes ``folder/classifier.json`` atomically; returns its path."""
   info = {"task_name": task_name, "labels": [] if is_regression else [str(x) for x in labels],
           "is_regression": bool(is_regression), "do_lower_case": bool(do_lower_case),
           "max_seq_length": max_seq_length}
+  if multi_label:
+    info["multi_label"] = True
   path = os.path.join(folder, FILE_NAME)
   with fileio.atomic_write(path) as f:
     f.write(json.dumps(info, indent=1) + "\n")

@@ -167,7 +167,10 @@ class HeadsMixin:
     Returns:
       For one text a dict ``{"label": name, "probability": p, "probabilities": {name: p},
       "logits": [C floats]}`` (label: the most probable, names in output order); for a
-      regression ``{"score": value, "logits": [value]}``. For a list, a list of them.
+      regression ``{"score": value, "logits": [value]}``; for a multi-label classifier
+      ``{"labels": [names], "probabilities": {name: p}, "logits": [C floats]}`` (each
+      label's own sigmoid probability; ``labels``: those above 0.5, in output order). For a
+      list, a list of them.
     Raises:
       BertTfError: the folder has no ``classifier.json`` (not written by run_classifier.py)
         or its checkpoint no classifier head (``output_weights``/``output_bias``).
@@ -192,6 +195,12 @@ class HeadsMixin:
     for row in logits:
       if info.get("is_regression"):
         results.append({"score": float(row[0]), "logits": [float(row[0])]})
+        continue
+      if info.get("multi_label"):
+        probs = 1.0 / (1.0 + np.exp(-row.astype(np.float64)))
+        results.append({"labels": [name for name, x in zip(labels, row) if x > 0],
+                        "probabilities": {name: float(p) for name, p in zip(labels, probs)},
+                        "logits": [float(x) for x in row]})
         continue
       probs = np.exp(row - row.max())
       probs /= probs.sum()

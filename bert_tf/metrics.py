@@ -12,6 +12,14 @@ Definitions (the same as scikit-learn's / scipy's, which the tests check against
   pearson   Pearson's r; nan when either side is constant
   spearman  Pearson's r of the ranks, ties given their average rank; nan when constant
 
+Multi-label tasks (`MULTI_LABEL_METRICS`; labels and predictions multi-hot [N, C] of 0/1,
+weights [N] select rows), as scikit-learn's multi-label scores with zero_division=0:
+  accuracy        subset accuracy: the fraction of examples whose predicted label SET is right
+  f1, precision,  micro-averaged over every (example, label) cell: 2 TP / (2 TP + FP + FN),
+  recall          TP / (TP + FP), TP / (TP + FN)
+  macro_f1        the mean over labels of each label's binary F1 (`label_f1`)
+  label_accuracy  the fraction of (example, label) cells right (1 - Hamming loss)
+
 `task_metrics` picks a task's metrics from the GLUE task table (bert_tf.data.glue.TASKS).
 """
 
@@ -109,6 +117,72 @@ def spearman_corrcoef(labels, predictions, weights=None):
   return pearson_corrcoef(rankdata(labels), rankdata(predictions))
 
 
+def _select_multi_hot(labels, predictions, weights):
+  """[N,C] labels and predictions as bool, the rows of weight 0 left out."""
+  labels, predictions = np.asarray(labels), np.asarray(predictions)
+  if labels.ndim != 2 or labels.shape != predictions.shape:
+    raise ValueError(f"multi-label labels {labels.shape} and predictions {predictions.shape} "
+                     "must be the same [N, C]")
+  if weights is not None:
+    rows = np.arange(labels.shape[0])
+    _, keep = _select(rows, rows, weights)  # checks the weights, keeps the rows of weight 1
+    labels, predictions = labels[keep], predictions[keep]
+  return labels.astype(bool), predictions.astype(bool)
+
+
+def _ratio(numerator, denominator):
+  return float(numerator / denominator) if denominator else 0.0
+
+
+def subset_accuracy(labels, predictions, weights=None):
+  """Multi-label: the fraction of examples whose predicted labels are exactly the gold ones."""
+  labels, predictions = _select_multi_hot(labels, predictions, weights)
+  if labels.shape[0] == 0:
+    return float("nan")
+  return float(np.mean(np.all(labels == predictions, axis=1)))
+
+
+def _counts(labels, predictions, axis=None):
+  """True positives, false positives, false negatives (summed over ``axis``)."""
+  return (np.sum(labels & predictions, axis=axis), np.sum(~labels & predictions, axis=axis),
+          np.sum(labels & ~predictions, axis=axis))
+
+
+def micro_f1(labels, predictions, weights=None):
+  """Multi-label F1 over every (example, label) cell."""
+  tp, fp, fn = _counts(*_select_multi_hot(labels, predictions, weights))
+  return _ratio(2 * tp, 2 * tp + fp + fn)
+
+
+def micro_precision(labels, predictions, weights=None):
+  tp, fp, _ = _counts(*_select_multi_hot(labels, predictions, weights))
+  return _ratio(tp, tp + fp)
+
+
+def micro_recall(labels, predictions, weights=None):
+  tp, _, fn = _counts(*_select_multi_hot(labels, predictions, weights))
+  return _ratio(tp, tp + fn)
+
+
+def label_f1(labels, predictions, weights=None):
+  """Multi-label: each label's binary F1 (0 for a label never gold nor predicted), [C]."""
+  tp, fp, fn = _counts(*_select_multi_hot(labels, predictions, weights), axis=0)
+  return [_ratio(2 * t, 2 * t + p + n) for t, p, n in zip(tp, fp, fn)]
+
+
+def macro_f1(labels, predictions, weights=None):
+  """Multi-label: the mean of the labels' F1."""
+  return float(np.mean(label_f1(labels, predictions, weights)))
+
+
+def label_accuracy(labels, predictions, weights=None):
+  """Multi-label: the fraction of (example, label) cells predicted right (1 - Hamming loss)."""
+  labels, predictions = _select_multi_hot(labels, predictions, weights)
+  if labels.size == 0:
+    return float("nan")
+  return float(np.mean(labels == predictions))
+
+
 # Metric name (as in the task table) -> function(labels, predictions, weights).
 METRICS = collections.OrderedDict([
     ("accuracy", accuracy),
@@ -119,14 +193,29 @@ METRICS = collections.OrderedDict([
 ])
 
 
+# A multi-label task's metrics (the task table's names for them).
+MULTI_LABEL_METRICS = collections.OrderedDict([
+    ("accuracy", subset_accuracy),
+    ("f1", micro_f1),
+    ("precision", micro_precision),
+    ("recall", micro_recall),
+    ("macro_f1", macro_f1),
+    ("label_accuracy", label_accuracy),
+])
+
+
 def task_metrics(task, labels, predictions, weights=None, prefix="eval_"):
   """The task's own metrics, keyed as in eval_results.txt ("eval_accuracy", "eval_f1", ...).
 
+  A multi-label task reports `MULTI_LABEL_METRICS` and the F1 of each label as
+  "eval_f1_<label name>".
+
   Args:
     task: a `bert_tf.data.glue.GlueTask` or a task name ("MRPC", "sts-b", ...).
-    labels: [N] label ids (classification) or scores (regression).
+    labels: [N] label ids (classification) or scores (regression); multi-label: [N, C] 0/1.
     predictions: [N] predicted ids, or [N, num_labels] logits/probabilities (argmax is
-      taken); regression: [N] or [N, 1] scores.
+      taken); regression: [N] or [N, 1] scores; multi-label: [N, C] logits (float: a
+      positive logit is a predicted label) or 0/1.
     weights: [N] is_real_example (0/1), or None.
     prefix: key prefix; the task table's eval_splits give "eval_mm_" for MNLI mismatched.
 
@@ -142,6 +231,15 @@ def task_metrics(task, labels, predictions, weights=None, prefix="eval_"):
   if isinstance(task, str):
     task = glue.get_task(task)
   predictions = np.asarray(predictions)
+  if task.multi_label:
+    if np.issubdtype(predictions.dtype, np.floating):
+      predictions = predictions > 0
+    values = collections.OrderedDict(
+        (prefix + name, MULTI_LABEL_METRICS[name](labels, predictions, weights))
+        for name in task.metrics)
+    for name, value in zip(task.labels, label_f1(labels, predictions, weights)):
+      values[f"{prefix}f1_{name}"] = value
+    return values
   if task.is_regression:
     predictions = predictions.reshape(predictions.shape[0], -1)[:, 0]
   elif predictions.ndim == 2:

@@ -12,7 +12,9 @@ TFRecord features (the original's names; `CLASSIFIER_FEATURES` is the one spec):
   input_ids        int64 [S]  [CLS] a [SEP] (b [SEP]) word-piece ids, 0-padded
   input_mask       int64 [S]  1 for real tokens, 0 for padding
   segment_ids      int64 [S]  0 for [CLS] a [SEP], 1 for b [SEP], 0 for padding
-  label_ids        int64 []   label id (float [] for a regression task such as STS-B)
+  label_ids        int64 []   label id (float [] for a regression task such as STS-B; float
+                              [C] 0/1 for a multi-label task of C labels: 1 where the label
+                              is the example's)
   is_real_example  int64 []   0 for the PaddingInputExamples that fill the last eval batch
 
 The tokenizer is any object with `tokenize(text) -> [word pieces]` and
@@ -51,12 +53,13 @@ class PaddingInputExample:
 class InputFeatures:
   """The features of one example (lists of length max_seq_length, Python ints).
 
-  label_id is an int (class id) or a float (regression score).
+  label_id is an int (class id), a float (regression score), or a list of C floats 0/1
+  (multi-label: 1 for each of the example's labels).
   """
   input_ids: List[int]
   input_mask: List[int]
   segment_ids: List[int]
-  label_id: Union[int, float]
+  label_id: Union[int, float, List[float]]
   is_real_example: bool = True
 
 
@@ -71,13 +74,13 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
 
 
 def convert_single_example(example, label_list, max_seq_length, tokenizer,
-                           is_regression=False):
+                           is_regression=False, multi_label=False):
   """One `InputExample` (or `PaddingInputExample`) -> `InputFeatures`, as the original.
 
   A pair is truncated to max_seq_length - 3 word pieces, a single sentence cut to
   max_seq_length - 2; an empty text_b counts as no text_b (the original's `if text_b`).
   An unlabelled example (label None, a test set) gets label id 0, the id of the dummy label
-  the original's processors gave test examples.
+  the original's processors gave test examples (multi-label: no label).
 
   Args:
     example: InputExample or PaddingInputExample.
@@ -85,6 +88,7 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer,
     max_seq_length: S, at least 3 for a pair / 2 for a single sentence.
     tokenizer: see the module docstring.
     is_regression: the label is a float score.
+    multi_label: the label is a tuple of names (a multi-hot label_id of len(label_list)).
 
   Returns:
     InputFeatures with lists of length S.
@@ -92,7 +96,8 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer,
   if isinstance(example, PaddingInputExample):
     zeros = [0] * max_seq_length
     return InputFeatures(input_ids=list(zeros), input_mask=list(zeros),
-                         segment_ids=list(zeros), label_id=0.0 if is_regression else 0,
+                         segment_ids=list(zeros),
+                         label_id=_label_id(None, label_list, is_regression, multi_label, None),
                          is_real_example=False)
 
   tokens_a = tokenizer.tokenize(example.text_a)
@@ -114,18 +119,31 @@ def convert_single_example(example, label_list, max_seq_length, tokenizer,
   input_mask += padding
   segment_ids += padding
 
+  return InputFeatures(
+      input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+      label_id=_label_id(example.label, label_list, is_regression, multi_label, example.guid),
+      is_real_example=True)
+
+
+def _label_id(label, label_list, is_regression, multi_label, guid):
+  """The label_id feature of a label (None: unlabelled or padding)."""
   if is_regression:
-    label_id = 0.0 if example.label is None else float(example.label)
-  elif example.label is None:
-    label_id = 0
-  else:
-    try:
-      label_id = list(label_list).index(example.label)
-    except ValueError:
-      raise BertTfError(f"example {example.guid}: label {example.label!r} is not one of "
-                        f"{list(label_list)}") from None
-  return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
-                       label_id=label_id, is_real_example=True)
+    return 0.0 if label is None else float(label)
+  label_list = list(label_list)
+  if multi_label:
+    names = () if label is None else label
+    unknown = [name for name in names if name not in label_list]
+    if unknown or isinstance(names, str):
+      raise BertTfError(f"example {guid}: label {label!r} is not a tuple of names of "
+                        f"{label_list}")
+    return [float(name in names) for name in label_list]
+  if label is None:
+    return 0
+  try:
+    return label_list.index(label)
+  except ValueError:
+    raise BertTfError(f"example {guid}: label {label!r} is not one of "
+                      f"{label_list}") from None
 
 
 def pad_to_batch(examples, batch_size):
@@ -135,13 +153,20 @@ def pad_to_batch(examples, batch_size):
   return padded
 
 
-def feature_spec(max_seq_length, is_regression=False):
-  """The TFRecord parsing spec: name -> tf.io.FixedLenFeature (the ONE place for it)."""
+def feature_spec(max_seq_length, is_regression=False, multi_labels=0):
+  """The TFRecord parsing spec: name -> tf.io.FixedLenFeature (the ONE place for it).
+
+  ``multi_labels``: the number of labels C of a multi-label task (label_ids float [C]), else 0.
+  """
+  if multi_labels:
+    label = tf.io.FixedLenFeature([multi_labels], tf.float32)
+  else:
+    label = tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64)
   return collections.OrderedDict([
       ("input_ids", tf.io.FixedLenFeature([max_seq_length], tf.int64)),
       ("input_mask", tf.io.FixedLenFeature([max_seq_length], tf.int64)),
       ("segment_ids", tf.io.FixedLenFeature([max_seq_length], tf.int64)),
-      ("label_ids", tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64)),
+      ("label_ids", label),
       ("is_real_example", tf.io.FixedLenFeature([], tf.int64)),
   ])
 
@@ -154,8 +179,12 @@ def to_tf_example(feature, is_regression=False):
   def ints(values):
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
-  label = (tf.train.Feature(float_list=tf.train.FloatList(value=[feature.label_id]))
-           if is_regression else ints([feature.label_id]))
+  if isinstance(feature.label_id, list):  # multi-label
+    label = tf.train.Feature(float_list=tf.train.FloatList(value=feature.label_id))
+  elif is_regression:
+    label = tf.train.Feature(float_list=tf.train.FloatList(value=[feature.label_id]))
+  else:
+    label = ints([feature.label_id])
   features = collections.OrderedDict([
       ("input_ids", ints(feature.input_ids)),
       ("input_mask", ints(feature.input_mask)),
@@ -167,7 +196,8 @@ def to_tf_example(feature, is_regression=False):
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file, is_regression=False):
+                                            output_file, is_regression=False,
+                                            multi_label=False):
   """Writes one tf.train.Example per example to output_file (atomically).
 
   Returns:
@@ -184,7 +214,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     with tf.io.TFRecordWriter(tmp) as writer:
       for example in examples:
         feature = convert_single_example(example, label_list, max_seq_length, tokenizer,
-                                         is_regression)
+                                         is_regression, multi_label)
         writer.write(to_tf_example(feature, is_regression).SerializeToString())
         count += 1
     fileio.commit(tmp, output_file)
@@ -217,12 +247,14 @@ def tokenizer_fingerprint(tokenizer):
   return h.hexdigest()
 
 
-def features_fingerprint(examples, label_list, max_seq_length, tokenizer, is_regression=False):
+def features_fingerprint(examples, label_list, max_seq_length, tokenizer, is_regression=False,
+                         multi_label=False):
   """A hash of everything the TFRecord depends on (examples in order, padding included)."""
   h = hashlib.sha256()
+  kind = {"multi_label": True} if multi_label else {}  # (single-label hashes stay as they were)
   h.update(json.dumps({"format": 1, "max_seq_length": max_seq_length,
                        "labels": list(label_list), "is_regression": bool(is_regression),
-                       "tokenizer": tokenizer_fingerprint(tokenizer)}).encode())
+                       "tokenizer": tokenizer_fingerprint(tokenizer), **kind}).encode())
   for example in examples:
     if isinstance(example, PaddingInputExample):
       record = None
@@ -239,7 +271,7 @@ def metadata_path(output_file):
 
 
 def cached_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                        output_file, is_regression=False):
+                                        output_file, is_regression=False, multi_label=False):
   """`file_based_convert_examples_to_features` unless output_file already holds the same.
 
   Beside the TFRecord a sidecar <output_file>.meta.json records the fingerprint of the
@@ -253,7 +285,7 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
     "max_seq_length", "is_regression", "fingerprint", and "cached" (True when reused).
   """
   fingerprint = features_fingerprint(examples, label_list, max_seq_length, tokenizer,
-                                     is_regression)
+                                     is_regression, multi_label)
   meta_file = metadata_path(output_file)
   if tf.io.gfile.exists(output_file) and tf.io.gfile.exists(meta_file):
     try:
@@ -266,7 +298,7 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
   if tf.io.gfile.exists(meta_file):
     tf.io.gfile.remove(meta_file)  # The TFRecord is about to change.
   num_examples = file_based_convert_examples_to_features(
-      examples, label_list, max_seq_length, tokenizer, output_file, is_regression)
+      examples, label_list, max_seq_length, tokenizer, output_file, is_regression, multi_label)
   meta = {
       "fingerprint": fingerprint,
       "num_examples": num_examples,
@@ -303,12 +335,13 @@ def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_rema
       (``pipeline.shard_records``).
     shuffle_buffer_size: records in the shuffle buffer (training only).
     seed: shuffle seed, for reproducible runs.
-    spec: another record format's parsing spec (token classification's,
-      ``bert_tf.data.conll.feature_spec``); default ``feature_spec``.
+    spec: another record format's parsing spec (a multi-label task's ``feature_spec(S,
+      multi_labels=C)``, token classification's ``bert_tf.data.conll.feature_spec``); default
+      ``feature_spec(S, is_regression)``.
 
   Returns:
     tf.data.Dataset of dicts: input_ids, input_mask, segment_ids [B, S] int32, label_ids [B]
-    int32 (float32 for regression), is_real_example [B] int32.
+    int32 (float32 for regression, [B, C] float32 multi-label), is_real_example [B] int32.
   """
   if isinstance(input_files, (str, bytes)):
     input_files = [input_files]

@@ -33,7 +33,9 @@ one-line `BertTfError` naming the file and line.
 
 A user task needs no code: a data_dir with train/dev/test .tsv (tab-separated, no quoting) or
 .csv (comma-separated, standard quoting) files whose header names the columns `text_a`,
-optionally `text_b`, and `label` (other columns are ignored); see `UserTaskProcessor`.
+optionally `text_b`, and `label` (other columns are ignored); see `UserTaskProcessor`. A
+multi-label user task (any number of labels per example, `multi_label=True`) reads the label
+names separated by commas in `label`, or a 0/1 column per label; see `UserTaskProcessor`.
 
 Example:
   >>> processor = get_processor("mrpc")
@@ -65,13 +67,14 @@ class InputExample:
     guid: unique id, "<split>-<id or row>" (the original's ids where it had a processor).
     text_a: str, the first (or only) untokenized sequence.
     text_b: str or None, the second sequence of a pair task.
-    label: the label name (str, one of the task's labels), the score (float, regression), or
-      None for an unlabelled test example.
+    label: the label name (str, one of the task's labels), the score (float, regression),
+      the label names of a multi-label task (a tuple, in the task's label order, maybe
+      empty), or None for an unlabelled test example.
   """
   guid: str
   text_a: str
   text_b: Optional[str] = None
-  label: Optional[Union[str, float]] = None
+  label: Optional[Union[str, float, Tuple[str, ...]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +128,8 @@ class GlueTask:
     train_split: the split fine-tuning trains on (None for predict-only tasks such as AX).
     tfds: the tensorflow-datasets source, or None.
     label_aliases: label spellings mapped onto `labels` while reading (XNLI's "contradictory").
+    multi_label: each example has any number of the labels (a user task's --multi_label):
+      one sigmoid output per label, multi-hot label vectors.
   """
   name: str
   labels: Tuple[str, ...]
@@ -136,6 +141,7 @@ class GlueTask:
   train_split: Optional[str] = "train"
   tfds: Optional[TfdsSource] = None
   label_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  multi_label: bool = False
 
   @property
   def num_labels(self):
@@ -244,6 +250,10 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "diagnostic": "ax"
 
 USER_TASK = "user"
 
+# What a multi-label task reports (`bert_tf.metrics.MULTI_LABEL_METRICS` keys), besides the
+# F1 of each label.
+MULTI_LABEL_METRICS = ("accuracy", "f1", "precision", "recall", "macro_f1", "label_accuracy")
+
 
 def get_task(task_name):
   """The `GlueTask` for a name as the original's --task_name spells it (any case)."""
@@ -298,8 +308,19 @@ def _check_text(text, location, what, allow_empty):
         "such rows as the original run_classifier does")
 
 
-def _parse_label(task, raw, location):
-  """Raw label text -> label name (classification) or float score (regression)."""
+def _parse_label(task, raw, location, label_separator=","):
+  """Raw label text -> label name (classification), float score (regression), or the tuple of
+  label names of a multi-label task (``raw``: names joined by ``label_separator``, or already
+  a tuple of names)."""
+  if task.multi_label:
+    names = raw if isinstance(raw, tuple) else tuple(
+        name.strip() for name in raw.split(label_separator) if name.strip())
+    unknown = [name for name in names if name not in task.labels]
+    if unknown:
+      raise BertTfError(
+          f"{location}: unknown label {unknown[0]!r} for task {task.name} "
+          f"(labels: {', '.join(task.labels)}; several are separated by {label_separator!r})")
+    return tuple(name for name in task.labels if name in names)
   if task.is_regression:
     try:
       score = float(raw)
@@ -316,19 +337,23 @@ def _parse_label(task, raw, location):
   return label
 
 
-def make_example(task, guid, text_a, text_b, raw_label, location, allow_empty_text=False):
+def make_example(task, guid, text_a, text_b, raw_label, location, allow_empty_text=False,
+                 label_separator=","):
   """Checks one row's texts and label and makes its `InputExample`.
 
   Args:
-    task: the `GlueTask` (labels, regression, label aliases).
+    task: the `GlueTask` (labels, regression, multi-label, label aliases).
     text_b: None for a single-sentence task.
-    raw_label: the label text as read, or None (unlabelled).
+    raw_label: the label text as read, or None (unlabelled); for a multi-label task also a
+      tuple of names.
     location: "path:line" (or "dataset/split:idx N") for error messages.
+    label_separator: what separates the names of a multi-label task's label text.
   """
   _check_text(text_a, location, "text_a", allow_empty_text)
   if text_b is not None:
     _check_text(text_b, location, "text_b", allow_empty_text)
-  label = None if raw_label is None else _parse_label(task, raw_label, location)
+  label = (None if raw_label is None else
+           _parse_label(task, raw_label, location, label_separator))
   return InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label)
 
 
@@ -371,9 +396,11 @@ class DataProcessor:
     """The first predict split (MNLI: test_matched, as the original)."""
     return self.get_examples(data_dir, self._split_name(self.task.predict_splits, "test"))
 
+  label_separator = ","
+
   def _make_example(self, guid, text_a, text_b, raw_label, location):
     return make_example(self.task, guid, text_a, text_b, raw_label, location,
-                        self.allow_empty_text)
+                        self.allow_empty_text, self.label_separator)
 
 
 class GlueProcessor(DataProcessor):
@@ -448,18 +475,36 @@ class UserTaskProcessor(DataProcessor):
   Label order (= the classifier's output order) is, first found: the `labels` argument
   (--labels), a `labels.txt` in data_dir (one per line), or the sorted distinct labels of
   train (numerically if they all are numbers), else of dev. Regression tasks take float labels.
+
+  A multi-label task (``multi_label``: each example has any number of the labels, none
+  included) reads them from either
+    * the `label` column: label names separated by ``label_separator`` (default ","; an empty
+      field is an example with no label), e.g. ``toxic,insult``; or
+    * one column per label named as the label, holding 0 or 1 (the layout of Kaggle's
+      Jigsaw toxic-comment files), when the header has no `label` column; the labels must
+      then be given (--labels or labels.txt).
   """
 
   SPLITS = ("train", "dev", "test")
 
-  def __init__(self, data_dir=None, labels=None, is_regression=False, allow_empty_text=False):
+  def __init__(self, data_dir=None, labels=None, is_regression=False, allow_empty_text=False,
+               multi_label=False, label_separator=","):
+    if is_regression and multi_label:
+      raise BertTfError("a task is a regression (--is_regression) or multi-label "
+                        "(--multi_label), not both")
+    if multi_label and not label_separator:
+      raise BertTfError("--label_separator must not be empty")
     self.data_dir = data_dir
     self._labels = tuple(labels) if labels else None
     self.is_regression = is_regression
+    self.multi_label = multi_label
+    self.label_separator = label_separator
     super().__init__(self._make_task(self._labels or ()), allow_empty_text=allow_empty_text)
 
   def _make_task(self, labels):
-    if self.is_regression:
+    if self.multi_label:
+      metrics = MULTI_LABEL_METRICS
+    elif self.is_regression:
       metrics = ("pearson", "spearman")
     elif len(labels) == 2:
       metrics = ("accuracy", "f1", "mcc")
@@ -467,7 +512,7 @@ class UserTaskProcessor(DataProcessor):
       metrics = ("accuracy",)
     return GlueTask(
         name=USER_TASK, labels=() if self.is_regression else tuple(labels),
-        is_regression=self.is_regression, metrics=metrics,
+        is_regression=self.is_regression, multi_label=self.multi_label, metrics=metrics,
         splits=_frozen({s: Columns((f"{s}.tsv", f"{s}.csv"), text_a=0) for s in self.SPLITS}),
         eval_splits=_frozen({"dev": "eval_"}), predict_splits=_frozen({"test": None}))
 
@@ -493,6 +538,9 @@ class UserTaskProcessor(DataProcessor):
                if tf.io.gfile.exists(os.path.join(self.data_dir, n))]
       if found:
         labels = {raw for _, raw, _ in self._read(self.data_dir, split, need_label=True)}
+        if self.multi_label:
+          labels = {name.strip() for raw in labels for name in raw.split(self.label_separator)
+                    if name.strip()}
         if len(labels) < 2:
           raise BertTfError(f"{os.path.join(self.data_dir, found[0])}: needs at least 2 "
                             f"distinct labels to classify, found {sorted(labels)}")
@@ -511,20 +559,53 @@ class UserTaskProcessor(DataProcessor):
     is_csv = path.endswith(".csv")
     rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if is_csv else _rows(path))
     header = None
+    label_columns = None  # multi-label, one 0/1 column per label
     for line, row in rows:
       if header is None:
         header = [name.strip() for name in row]
-        missing = [c for c in ("text_a",) + (("label",) if need_label else ()) if c not in header]
+        label_columns = self._label_columns(header, path, line)
+        missing = [c for c in ("text_a",) + (("label",) if need_label and not label_columns
+                                              else ()) if c not in header]
         if missing:
+          either = ("; or a 0/1 column per label named by --labels or labels.txt"
+                    if self.multi_label else "")
           raise BertTfError(f"{path}:{line}: header {header} lacks column(s) {missing} "
-                            f"(expected {', '.join(USER_COLUMNS)})")
+                            f"(expected {', '.join(USER_COLUMNS)}{either})")
         continue
       if len(row) != len(header):
         raise BertTfError(
             f"{path}:{line}: expected {len(header)} {'comma' if is_csv else 'tab'}-separated "
             f"columns as in the header, found {len(row)}")
       fields = dict(zip(header, row))
-      yield f"{path}:{line}", fields.get("label"), fields
+      raw_label = fields.get("label")
+      if label_columns:
+        raw_label = self._from_label_columns(fields, label_columns, f"{path}:{line}")
+      yield f"{path}:{line}", raw_label, fields
+
+  def _label_columns(self, header, path, line):
+    """The label names of a multi-label file with a 0/1 column per label, or None."""
+    if not self.multi_label or "label" in header:
+      return None
+    labels = self.task.labels or self._labels
+    if not labels:
+      return None  # _resolve_labels asks for --labels or labels.txt
+    missing = [name for name in labels if name not in header]
+    if missing and len(missing) < len(labels):
+      raise BertTfError(f"{path}:{line}: header {header} has no 'label' column and lacks the "
+                        f"0/1 column(s) of label(s) {missing}")
+    return None if missing else tuple(labels)
+
+  @staticmethod
+  def _from_label_columns(fields, label_columns, location):
+    names = []
+    for name in label_columns:
+      value = fields[name].strip()
+      if value not in ("0", "1"):
+        raise BertTfError(f"{location}: column {name!r} holds {fields[name]!r}; a label "
+                          "column holds 0 or 1")
+      if value == "1":
+        names.append(name)
+    return tuple(names)
 
   def get_examples(self, data_dir, split):
     if split not in self.SPLITS:
@@ -539,7 +620,7 @@ class UserTaskProcessor(DataProcessor):
 
 
 def get_processor(task_name, data_dir=None, labels=None, is_regression=False, language="zh",
-                  allow_empty_text=False):
+                  allow_empty_text=False, multi_label=False, label_separator=","):
   """The processor for --task_name: a GLUE/XNLI task of `TASKS`, or "user".
 
   Args:
@@ -549,10 +630,16 @@ def get_processor(task_name, data_dir=None, labels=None, is_regression=False, la
     is_regression: user task only, float labels and one output.
     language: XNLI only, the language kept from the multilingual files (original: "zh").
     allow_empty_text: keep rows with an empty text instead of raising.
+    multi_label: user task only, any number of labels per example (``UserTaskProcessor``).
+    label_separator: multi-label only, what separates the names in the `label` column.
   """
   if (task_name or "").strip().lower() == USER_TASK:
     return UserTaskProcessor(data_dir=data_dir, labels=labels, is_regression=is_regression,
-                             allow_empty_text=allow_empty_text)
+                             allow_empty_text=allow_empty_text, multi_label=multi_label,
+                             label_separator=label_separator)
+  if multi_label:
+    raise BertTfError(f"--multi_label is for a user task (--task_name=user); {task_name} has "
+                      "one label per example")
   return GlueProcessor(get_task(task_name), language=language, allow_empty_text=allow_empty_text)
 
 

@@ -54,7 +54,7 @@ TASK_ARCHITECTURES = {"BertClassifier": ("BertForSequenceClassification", True),
 
 
 def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
-                        vocab_file=None, do_lower_case=None, labels=None):
+                        vocab_file=None, do_lower_case=None, labels=None, multi_label=False):
   """Writes ``model`` as a Hugging Face BERT folder; returns ``output_dir``.
 
   Args:
@@ -68,6 +68,8 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     overwrite: replace a previous export at ``output_dir``.
     config_file, vocab_file, do_lower_case: as in ``bert_tf.load``.
     labels: a task model's label names in output order (``id2label``).
+    multi_label: a Keras ``BertClassifier`` of independent sigmoid outputs (``problem_type``
+      ``multi_label_classification``); a folder's ``classifier.json`` says so itself.
   Raises:
     BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
   """
@@ -77,7 +79,7 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     heads = (model.has_masked_lm, model.has_next_sentence, model.has_pooler)
     task = _fine_tuned(model)
     if task is not None:
-      keras_model, labels = task[0], labels or task[1]
+      keras_model, labels, multi_label = task[0], labels or task[1], task[2]
   elif hasattr(model, "weights") and hasattr(model, "config"):
     keras_model, tokenizer, lower, heads = _from_keras(model, vocab_file, do_lower_case)
   else:
@@ -87,7 +89,7 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   _check_output_dir(output_dir, overwrite)
   tensors, architecture = hugging_face_tensors(keras_model, *heads)
   config = keras_model.config.to_hugging_face_dict(architectures=[architecture])
-  config.update(_label_fields(keras_model, architecture, labels))
+  config.update(_label_fields(keras_model, architecture, labels, multi_label))
   vocab = tokenizer.vocab
   config["pad_token_id"] = vocab.get("[PAD]", 0)
   tokenizer_config = {"do_lower_case": bool(lower), "tokenize_chinese_chars": True,
@@ -114,23 +116,27 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
 
 
 def _fine_tuned(bert):
-  """``(task model, label names)`` of a loaded folder fine-tuned by run_classifier.py or
-  run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or None."""
+  """``(task model, label names, multi-label)`` of a loaded folder fine-tuned by
+  run_classifier.py or run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or
+  None."""
   if bert.token_classifier_info is not None:
     bert._tagger_fn()  # pylint: disable=protected-access
-    return bert._tagger[0], bert.token_classifier_info["labels"]  # pylint: disable=protected-access
+    return (bert._tagger[0],  # pylint: disable=protected-access
+            bert.token_classifier_info["labels"], False)
   if bert.classifier_info is not None:
     bert._classifier_fn()  # pylint: disable=protected-access
     info = bert.classifier_info
     return (bert._classifier[0],  # pylint: disable=protected-access
-            None if info.get("is_regression") else info["labels"])
+            None if info.get("is_regression") else info["labels"],
+            bool(info.get("multi_label")))
   return None
 
 
-def _label_fields(model, architecture, labels):
+def _label_fields(model, architecture, labels, multi_label=False):
   """config.json's ``num_labels`` fields of a task model: ``id2label``/``label2id`` (names
-  from ``labels``, else transformers' default ``LABEL_<i>``), ``problem_type`` for a
-  regression."""
+  from ``labels``, else transformers' default ``LABEL_<i>``), and a sequence classifier's
+  ``problem_type`` (regression, single- or multi-label classification: the loss
+  transformers trains it with)."""
   if architecture not in ("BertForSequenceClassification", "BertForTokenClassification"):
     return {}
   count = model.num_labels
@@ -141,7 +147,8 @@ def _label_fields(model, architecture, labels):
   fields = {"id2label": {str(i): name for i, name in enumerate(names)},
             "label2id": {name: i for i, name in enumerate(names)}}
   if architecture == "BertForSequenceClassification":
-    fields["problem_type"] = ("regression" if count == 1 else "single_label_classification")
+    fields["problem_type"] = ("regression" if count == 1 else "multi_label_classification"
+                              if multi_label else "single_label_classification")
   return fields
 
 

@@ -14,6 +14,8 @@ each returning
   classification  logits [B,C], probabilities [B,C] float32, label_ids [B] int32,
                   labels [B] string (the label names)
   regression      logits [B,1], predictions [B] float32 (the score)
+  multi-label     logits [B,C], probabilities [B,C] float32 (each label's sigmoid),
+                  predictions [B,C] int32 (1 where the probability is above 0.5)
 Text goes through the fine-tuned model's own preprocessing (vocab, casing, max_seq_length,
 the original's truncation). Attributes: ``label_names``, ``vocab_file``, ``do_lower_case``,
 ``max_seq_length``; the signatures' functions are also methods (``loaded.serve_text(t)``).
@@ -190,10 +192,14 @@ class _Assets(tf.Module):
 class ClassifierModule(_Assets):
   """A fine-tuned ``BertClassifier`` with its preprocessing (see the module docstring)."""
 
-  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels=None):
+  def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels=None,
+               multi_label=False):
     super().__init__(name="bert_classifier")
     self.model = model
     self.is_regression = model.num_labels == 1  # One output: a regression score.
+    self.multi_label = multi_label
+    if multi_label and self.is_regression:
+      raise BertTfError("a multi-label classifier needs at least 2 outputs")
     if not self.is_regression:
       labels = [str(label) for label in (labels or range(model.num_labels))]
       if len(labels) != model.num_labels:
@@ -209,6 +215,9 @@ class ClassifierModule(_Assets):
     logits = tf.cast(self.model(inputs, training=False), tf.float32)        # [B,C]
     if self.is_regression:
       return {"logits": logits, "predictions": logits[:, 0]}
+    if self.multi_label:
+      return {"logits": logits, "probabilities": tf.math.sigmoid(logits),
+              "predictions": tf.cast(logits > 0, tf.int32)}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)           # [B]
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
             "label_ids": label_ids, "labels": tf.gather(self.label_names, label_ids)}
@@ -324,7 +333,7 @@ def _save(module, export_dir, overwrite):
 
 
 def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
-                      labels=None, overwrite=False):
+                      labels=None, overwrite=False, multi_label=False):
   """Writes a fine-tuned ``BertClassifier`` as a SavedModel taking raw text or ids.
 
   Args:
@@ -333,11 +342,13 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_
       export, replaced whole (``check_export_dir``).
     vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with.
     labels: label names in id order (default "0", "1", ...); ignored for regression.
+    multi_label: the outputs are independent sigmoid probabilities (run_classifier.py
+      --multi_label).
   Returns:
     export_dir.
   """
-  return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels),
-               export_dir, overwrite)
+  return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels,
+                                multi_label=multi_label), export_dir, overwrite)
 
 
 def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True, overwrite=False):
@@ -354,14 +365,14 @@ def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_l
 
 
 def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
-               labels=None, overwrite=False):
+               labels=None, overwrite=False, multi_label=False):
   """``export_dir/{classifier,encoder,preprocessor}`` from a fine-tuned classifier, written
   (as a whole) atomically; ``overwrite`` as ``export_classifier``. Returns export_dir."""
   def write(tmp):
     tf.io.gfile.makedirs(tmp)
     export_classifier(model, os.path.join(tmp, "classifier"), vocab_file=vocab_file,
                       do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-                      labels=labels)
+                      labels=labels, multi_label=multi_label)
     export_encoder(model, os.path.join(tmp, "encoder"), vocab_file=vocab_file,
                    do_lower_case=do_lower_case)
     export_preprocessor(os.path.join(tmp, "preprocessor"), vocab_file=vocab_file,

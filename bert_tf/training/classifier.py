@@ -6,13 +6,19 @@ C = num_labels (1 for regression), N = examples in an eval/predict set (padding 
 Loss, as the original's ``create_model`` (``run_classifier.py``):
   classification  per_example_loss = -log softmax(logits)[label]; loss = mean over the batch
   regression      per_example_loss = (logits[:, 0] - label)^2;    loss = mean over the batch
+  multi-label     per_example_loss = mean over the C labels of the sigmoid cross-entropy of
+                  each logit with its 0/1 label; loss = mean over the batch (= transformers'
+                  BCEWithLogitsLoss, ``problem_type="multi_label_classification"``)
 The mean is over the GLOBAL batch (``training.loop``), every example counted: in training
 ``is_real_example`` is always 1, as in the original, which did not use it in the loss.
-Regression (STS-B, user tasks with --is_regression) is bert_tf's addition: the original's
-run_classifier had classification only (and no STS-B processor).
+Regression (STS-B, user tasks with --is_regression) and multi-label classification (user
+tasks with --multi_label: any number of labels per example, a label predicted where its logit
+is positive, i.e. its sigmoid probability > 0.5) are bert_tf's additions: the original's
+run_classifier had one label per example only (and no STS-B processor).
 
 Eval, as the original's ``metric_fn`` plus each task's own metrics:
-  eval_accuracy   accuracy weighted by is_real_example (classification only)
+  eval_accuracy   accuracy weighted by is_real_example (classification only; multi-label:
+                  the task metric's subset accuracy)
   eval_loss       per_example_loss weighted by is_real_example
   loss            the Estimator's ``loss``: the mean over eval batches of each batch's mean
                   per_example_loss, the padding examples included (as on the original's TPU)
@@ -24,6 +30,7 @@ Other eval splits (MNLI's dev_mismatched) get the task table's prefix: eval_mm_a
 eval_mm_loss, mm_loss, ...
 """
 
+import functools
 import os
 
 import keras
@@ -43,14 +50,18 @@ EXAMPLE_INDEX = "example_index"
 
 
 class ClassifierTask:
-  """Classification (softmax cross-entropy) or regression (squared error) on the pooled output.
+  """Classification (softmax cross-entropy), regression (squared error) or multi-label
+  classification (sigmoid cross-entropy) on the pooled output.
 
   Implements the ``training.loop`` task interface. Features: ``input_ids``, ``input_mask``,
-  ``segment_ids`` [B,S] int32, ``label_ids`` [B] (int32; float32 for regression),
-  ``is_real_example`` [B] int32 (eval only).
+  ``segment_ids`` [B,S] int32, ``label_ids`` [B] (int32; float32 for regression; [B,C] 0/1
+  float32 multi-label), ``is_real_example`` [B] int32 (eval only).
   """
 
-  def __init__(self, config, num_labels, is_regression=False, classifier_dropout=0.1):
+  def __init__(self, config, num_labels, is_regression=False, classifier_dropout=0.1,
+               multi_label=False):
+    if is_regression and multi_label:
+      raise ValueError("a head is a regression or multi-label, not both")
     if is_regression and num_labels != 1:
       raise ValueError(f"a regression head has 1 output, got num_labels={num_labels}")
     if not is_regression and num_labels < 2:
@@ -58,6 +69,7 @@ class ClassifierTask:
     self.config = config
     self.num_labels = num_labels
     self.is_regression = is_regression
+    self.multi_label = multi_label
     self.classifier_dropout = classifier_dropout
 
   def build_model(self, dtype=None):
@@ -65,8 +77,12 @@ class ClassifierTask:
                           classifier_dropout=self.classifier_dropout, dtype=dtype)
 
   def per_example_loss(self, logits, label_ids):
-    """logits [B,C] float32, label_ids [B] -> [B] float32 (nll, or squared error)."""
+    """logits [B,C] float32, label_ids [B] ([B,C] multi-label) -> [B] float32 (nll, squared
+    error, or the mean sigmoid cross-entropy of the labels)."""
     logits = tf.cast(logits, tf.float32)
+    if self.multi_label:
+      return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(label_ids, tf.float32), logits=logits), axis=-1)   # [B]
     if self.is_regression:
       return tf.square(logits[:, 0] - tf.cast(tf.reshape(label_ids, [-1]), tf.float32))
     log_probs = tf.nn.log_softmax(logits, axis=-1)                          # [B,C]
@@ -89,7 +105,7 @@ class ClassifierTask:
       weights = tf.ones_like(per_example_loss)
     weight_sum = tf.reduce_sum(weights)
     results = {"eval_loss": (tf.reduce_sum(weights * per_example_loss), weight_sum)}
-    if not self.is_regression:
+    if not (self.is_regression or self.multi_label):
       predictions = tf.argmax(outputs, axis=-1, output_type=tf.int32)
       labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
       correct = tf.cast(tf.equal(predictions, labels), tf.float32)
@@ -146,7 +162,8 @@ def run_inference(strategy, model, task, dataset_fn, cache=None):
 
   Returns:
     (metrics, outputs): metrics {name: sum / weight} over the set; outputs numpy arrays in
-    file order: ``logits`` [N,C] float32, ``label_ids`` [N], ``is_real_example`` [N] int32.
+    file order: ``logits`` [N,C] float32, ``label_ids`` [N] ([N,C] multi-label),
+    ``is_real_example`` [N] int32.
   """
   dataset = strategy.distribute_datasets_from_function(dataset_fn)
   gathered_keys = ("label_ids", "is_real_example", EXAMPLE_INDEX)
@@ -187,11 +204,14 @@ def run_inference(strategy, model, task, dataset_fn, cache=None):
   return results, outputs
 
 
-def probabilities(logits, is_regression=False):
-  """logits [N,C] -> softmax probabilities [N,C] float32, or the scores [N] (regression)."""
+def probabilities(logits, is_regression=False, multi_label=False):
+  """logits [N,C] -> softmax probabilities [N,C] float32, the scores [N] (regression), or each
+  label's sigmoid probability [N,C] (multi-label)."""
   logits = np.asarray(logits, np.float32)
   if is_regression:
     return logits[:, 0]
+  if multi_label:
+    return tf.math.sigmoid(logits).numpy()
   return tf.nn.softmax(logits, axis=-1).numpy()
 
 
@@ -229,9 +249,11 @@ PAPER_METRICS = {"cola": "mcc", "mrpc": "f1", "qqp": "f1", "sts-b": "spearman"}
 
 def default_best_metric(glue_task):
   """``eval_<metric>`` of the BERT paper for a GLUE task; for a user task accuracy
-  (classification) or Spearman's rho (regression)."""
+  (classification), Spearman's rho (regression) or micro F1 (multi-label)."""
   if glue_task.name in PAPER_METRICS:
     return "eval_" + PAPER_METRICS[glue_task.name]
+  if glue_task.multi_label:
+    return "eval_f1"
   return "eval_spearman" if glue_task.is_regression else "eval_accuracy"
 
 
@@ -242,6 +264,8 @@ def eval_result_keys(glue_task):
   for prefix in glue_task.eval_splits.values():
     keys |= {prefix + "loss", prefix[len("eval_"):] + "loss"}
     keys |= {prefix + name for name in glue_task.metrics}
+    if glue_task.multi_label:
+      keys |= {f"{prefix}f1_{label}" for label in glue_task.labels}
     if not glue_task.is_regression:
       keys.add(prefix + "accuracy")
   return sorted(keys)
@@ -281,7 +305,7 @@ def _record_file(output_dir, kind, split, first):
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "task_name", "init_checkpoint", "do_lower_case", "max_seq_length",
     "train_batch_size", "learning_rate", "warmup_proportion", "optimizer_kwargs", "labels",
-    "is_regression", "language", "classifier_dropout", "seed"))
+    "is_regression", "multi_label", "language", "classifier_dropout", "seed"))
 def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
                    use_tfds=False, init_checkpoint=None, do_lower_case=True,
                    max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
@@ -291,21 +315,24 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                    gradient_accumulation_steps=1, dtype="float32", jit_compile=None,
                    device_loop=None, prefetch_to_device=None,
                    optimizer_kwargs=None, labels=None, is_regression=False, language="zh",
-                   allow_empty_text=False, seed=None, export_google_checkpoint=True,
+                   allow_empty_text=False, multi_label=False, label_separator=",",
+                   seed=None, export_google_checkpoint=True,
                    export_dir=None, overwrite_export=False, classifier_dropout=0.1,
                    eval_during_training=False, best_metric=None, early_stopping_patience=0,
                    use_best_checkpoint=False, progress=None):
   """Fine-tunes, evaluates and/or predicts a classifier: ``run_classifier.py``.
 
   Args mirror the script's flags. ``bert_config``: a ``BertConfig``. ``task_name``: a GLUE /
-  XNLI task of ``bert_tf.data.glue.TASKS`` or "user" (then ``labels``, ``is_regression``).
+  XNLI task of ``bert_tf.data.glue.TASKS`` or "user" (then ``labels``, ``is_regression``, or
+  ``multi_label`` with ``label_separator``: ``bert_tf.data.glue.UserTaskProcessor``).
   ``use_tfds``: read the task from tensorflow-datasets (prepared under ``data_dir``, or TFDS's
   default directory) instead of the GLUE files in ``data_dir``. ``init_checkpoint``: Google,
   bert_tf or Hugging Face weights (``checkpoints.load_weights``).
 
   Writes to ``output_dir``: the feature TFRecords (cached), training checkpoints and
   summaries; ``eval_results.txt`` (do_eval); ``test_results.tsv`` (first predict split;
-  ``test_results_<split>.tsv`` for others) and the GLUE submission files (do_predict);
+  ``test_results_<split>.tsv`` for others; multi-label: each label's sigmoid probability)
+  and the GLUE submission files (do_predict);
   after training, ``google/bert_model.ckpt`` (Google's names, ``output_weights``/
   ``output_bias`` for the head) with ``bert_config.json`` and ``vocab.txt``;
   ``classifier.json`` (the label names, ``bert_tf.classifier_labels``) in both. With
@@ -370,9 +397,13 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
 
   processor = glue.get_processor(task_name, data_dir=data_dir, labels=labels,
                                  is_regression=is_regression, language=language,
-                                 allow_empty_text=allow_empty_text)
+                                 allow_empty_text=allow_empty_text, multi_label=multi_label,
+                                 label_separator=label_separator)
   label_list = processor.get_labels()
   glue_task = processor.task  # The user task's table entry exists once labels are known.
+  spec = classifier_features.feature_spec(
+      max_seq_length, glue_task.is_regression,
+      multi_labels=glue_task.num_labels if glue_task.multi_label else 0)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
   preflight.check_special_tokens(tokenizer.vocab, vocab_file)
@@ -394,7 +425,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     path = _record_file(output_dir, kind, split, first)
     classifier_features.cached_convert_examples_to_features(
         examples, label_list, max_seq_length, tokenizer, path,
-        is_regression=glue_task.is_regression)
+        is_regression=glue_task.is_regression, multi_label=glue_task.multi_label)
     return path
 
   for phase, wanted, splits in (("--do_train", do_train, [glue_task.train_split]),
@@ -436,14 +467,17 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   if do_train and distribution.is_chief(strategy):
     loop.write_model_files_if_fresh(bert_config, output_dir, vocab_file)
   write_labels = lambda folder: classifier_labels.write(  # noqa: E731
-      folder, label_list, is_regression=glue_task.is_regression, task_name=glue_task.name,
+      folder, label_list, is_regression=glue_task.is_regression,
+      multi_label=glue_task.multi_label, task_name=glue_task.name,
       do_lower_case=do_lower_case, max_seq_length=max_seq_length)
   if do_train and distribution.is_chief(strategy) and not loop.latest_checkpoint(output_dir):
     write_labels(output_dir)  # The label names: bert_tf.load(output_dir).classify(...)
   if seed is not None:
     keras.utils.set_random_seed(seed)
   task = ClassifierTask(bert_config, glue_task.num_labels, is_regression=glue_task.is_regression,
-                        classifier_dropout=classifier_dropout)
+                        classifier_dropout=classifier_dropout,
+                        multi_label=glue_task.multi_label)
+  dataset_for = functools.partial(classifier_features.make_dataset, spec=spec)
   with strategy.scope():
     model = task.build_model(dtype=DTYPE_POLICIES[dtype])
   results = {}
@@ -465,7 +499,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       with record_check.naming_damaged_records([eval_files[split]], record_check.CACHE_ADVICE):
         streaming, outputs = run_inference(
             strategy, model, task, eval_dataset_fn(eval_files[split], max_seq_length,
-                                                   eval_batch_size, glue_task.is_regression),
+                                                   eval_batch_size, make_dataset=dataset_for),
             cache=inference_cache)
       values.update(eval_results_for_split(glue_task, split, streaming, outputs))
     return values
@@ -490,9 +524,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         global_batch_size=train_batch_size, seq_length=max_seq_length))
 
     def train_dataset_fn(ctx):
-      return classifier_features.make_dataset(
+      return dataset_for(
           train_file, max_seq_length, train_batch_size, is_training=True, drop_remainder=True,
-          is_regression=glue_task.is_regression, input_context=ctx, seed=seed)
+          input_context=ctx, seed=seed)
 
     init_fn = None
     if init_checkpoint:
@@ -542,8 +576,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       with record_check.naming_damaged_records([predict_file], record_check.CACHE_ADVICE):
         _, outputs = run_inference(
             strategy, model, task, eval_dataset_fn(predict_file, max_seq_length,
-                                                   predict_batch_size, glue_task.is_regression))
-      values = probabilities(outputs["logits"], glue_task.is_regression)
+                                                   predict_batch_size, make_dataset=dataset_for))
+      values = probabilities(outputs["logits"], glue_task.is_regression, glue_task.multi_label)
       path = os.path.join(output_dir,
                           "test_results.tsv" if i == 0 else f"test_results_{split}.tsv")
       results["predict"][split] = path
@@ -559,7 +593,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     from bert_tf import export  # pylint: disable=import-outside-toplevel
     results["export"] = export.export_all(
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
-        max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export)
+        max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export,
+        multi_label=glue_task.multi_label)
     progress(f"exported SavedModels to {export_dir}")
   if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
     loop.write_model_files(bert_config, output_dir, vocab_file)
