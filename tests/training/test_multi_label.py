@@ -45,8 +45,8 @@ def test_metrics_equal_scikit_learn(case):
   for name in glue.MULTI_LABEL_METRICS:
     assert values["eval_" + name] == pytest.approx(case[name], abs=1e-12), name
   assert [values[f"eval_f1_{name}"] for name in task.labels] == pytest.approx(case["label_f1"])
-  # Logits: a positive logit is a predicted label.
-  logits = np.where(np.asarray(case["predicted"]) == 1, 0.7, -2.5).astype(np.float32)
+  # Logits: a positive logit (a probability above 0.5) is a predicted label.
+  logits = np.where(np.asarray(case["predicted"]) == 1, 0.3, -0.4).astype(np.float32)
   assert metrics.task_metrics(task, case["gold"], logits, weights=case["weights"]) == values
 
 
@@ -76,7 +76,7 @@ def test_label_column_and_label_discovery(tmp_path):
   assert [e.label for e in examples] == [("threat", "toxic"), (), ("insult",)]
   # CSV quoting keeps the separator inside the field; another separator.
   (tmp_path / "train.tsv").unlink()
-  (tmp_path / "train.csv").write_text('text_a,label\n"x, y",toxic|insult\nz,\n',
+  (tmp_path / "train.csv").write_text('text_a,label\n"x, y",insult|toxic\nz,\n',
                                       encoding="utf-8")
   processor = glue.get_processor("user", data_dir=str(tmp_path), labels=LABELS,
                                  multi_label=True, label_separator="|")
