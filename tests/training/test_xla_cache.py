@@ -124,8 +124,6 @@ workdir = pretraining.workdir  # the module's fixture: TFRecords made by Google'
 
 def test_a_resumed_run_loads_what_its_killed_run_compiled(workdir, tmp_path):
   cache = tmp_path / "cache"
-  straight = _run(workdir, tmp_path / "straight", None)
-  assert straight.returncode == 0, straight.stderr[-3000:]
   killed_dir = tmp_path / "killed"
   # Killed after step 4's progress line, before its save: resumes from ckpt-2.
   killed = _run(workdir, killed_dir, cache, env={"BERT_TF_FAULT": "kill:step:4"})
@@ -136,6 +134,11 @@ def test_a_resumed_run_loads_what_its_killed_run_compiled(workdir, tmp_path):
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"resumed from {killed_dir}/ckpt-2 at step 2" in resumed.stdout
   # Every program the resumed run ran was loaded: none compiled and written again.
+  assert _entries(cache) == written
+  # An uninterrupted run over the same cache (another output folder) compiles nothing either,
+  # and ends with the same weights.
+  straight = _run(workdir, tmp_path / "straight", cache)
+  assert straight.returncode == 0, straight.stderr[-3000:]
   assert _entries(cache) == written
   a = pretraining._google_export(tmp_path / "straight")  # pylint: disable=protected-access
   b = pretraining._google_export(killed_dir)  # pylint: disable=protected-access
