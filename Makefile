@@ -28,7 +28,7 @@ browser:
 
 # --durations: the 25 slowest tests in the log, so a CI machine shows where its time goes.
 test: venv browser
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 quickstart: venv
 	bash quickstart.sh

@@ -20,7 +20,7 @@ EXTRAS_REQUIRE = {
     # bert-tensorflow: Google's original code; scikit-learn/scipy: reference metric values;
     # matplotlib: the PNG outputs of the inspection tools; torch + transformers: loading the
     # Hugging Face export (test-only: never a bert_tf dependency).
-    "test": ["pytest>=8", "pytest-xdist>=3.6", "bert-tensorflow==1.0.4", "six",
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
              "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8", "torch==2.13.0",
              "transformers>=5",
              # A real Jupyter kernel for tests/inference/test_notebook.py.

@@ -60,36 +60,3 @@ def minilm_path():
 def uncased_vocab(minilm_path):
   """The real bert-base-uncased vocab.txt (30522 entries)."""
   return minilm_path / "vocab.txt"
-
-
-# The files that take longest (serial seconds measured on a 2-core machine, 2026-11-27), run
-# first. `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: whole files go
-# to the workers in collection order. (xdist's default order, most tests first, put these few-
-# test files last, where one worker ran the last long ones alone while the other had nothing
-# left.) Files not listed keep their order, after these.
-SLOW_FILES_FIRST = (
-    "test_quickstart.py",                        # ~190 s
-    "faults/test_training_pretraining.py",       # ~160 s
-    "faults/test_training_classifier.py",        # ~130 s
-    "training/test_run_pretraining.py",          # ~110 s
-    "training/test_device_loop.py",              # ~85 s
-    "test_bench_smoke.py",                       # ~70 s
-    "faults/test_eval_during_training_faults.py",
-    "training/test_xla_cache.py",
-    "training/test_prefetch_to_device.py",
-    "test_ctrl_c.py",
-    "export/test_export.py",
-    "inference/test_readme_tutorial.py",
-    "training/test_multi_worker_failure.py",
-    "faults/test_training_ner.py",
-    "training/test_multi_worker_resume.py",
-    "training/test_classifier_minilm.py",
-    "training/test_multi_label.py",
-    "faults/test_output_dir_runs.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
-  here = pathlib.Path(__file__).parent
-  rank = {str(here / name): i for i, name in enumerate(SLOW_FILES_FIRST)}
-  items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: the rest in order
