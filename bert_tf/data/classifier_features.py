@@ -132,8 +132,7 @@ def _label_id(label, label_list, is_regression, multi_label, guid):
   label_list = list(label_list)
   if multi_label:
     names = () if label is None else label
-    unknown = [name for name in names if name not in label_list]
-    if unknown or isinstance(names, str):
+    if isinstance(names, str) or any(name not in label_list for name in names):
       raise BertTfError(f"example {guid}: label {label!r} is not a tuple of names of "
                         f"{label_list}")
     return [float(name in names) for name in label_list]

@@ -214,11 +214,10 @@ def write_features(features, output_file):
 
 
 def make_dataset(input_files, max_seq_length, batch_size, is_training, drop_remainder,
-                 input_context=None, shuffle_buffer_size=100, seed=None, **unused):
+                 input_context=None, shuffle_buffer_size=100, seed=None):
   """Batches of token features from TFRecord file(s): the classifier's ``make_dataset``
   (training repeats and shuffles, eval keeps the file order) with this format's spec; dicts
   of int32 tensors, every one [B,S] but ``is_real_example`` [B]."""
-  del unused  # The classifier's is_regression: tags are always class ids.
   return classifier_features.make_dataset(
       input_files, max_seq_length, batch_size, is_training, drop_remainder,
       input_context=input_context, shuffle_buffer_size=shuffle_buffer_size, seed=seed,

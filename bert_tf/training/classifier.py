@@ -120,7 +120,7 @@ class ClassifierTask:
 
 # === Running a model over a whole eval / predict set ===
 
-def eval_dataset_fn(input_file, max_seq_length, batch_size, is_regression=False,
+def eval_dataset_fn(input_file, max_seq_length, batch_size,
                     make_dataset=classifier_features.make_dataset):
   """``input_context -> dataset`` of a padded eval/predict TFRecord, with ``example_index``.
 
@@ -128,14 +128,14 @@ def eval_dataset_fn(input_file, max_seq_length, batch_size, is_regression=False,
   replica reads whole per-replica batches; with several input pipelines (multi-host) the
   batches are dealt out round-robin. ``example_index`` [B] int32 is each record's position
   in the file, so gathered results can be put back in file order whatever the
-  sharding. ``make_dataset``: the record format's reader (token classification's:
-  ``bert_tf.data.conll.make_dataset``).
+  sharding. ``make_dataset``: the record format's reader (default: a classification task's;
+  a regression or multi-label task's is ``classifier_features.make_dataset`` with its
+  ``spec``, token classification's ``bert_tf.data.conll.make_dataset``).
   """
   def dataset_fn(ctx):
     per_replica = ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size
     dataset = make_dataset(
-        input_file, max_seq_length, per_replica, is_training=False, drop_remainder=True,
-        is_regression=is_regression)
+        input_file, max_seq_length, per_replica, is_training=False, drop_remainder=True)
 
     def add_index(batch_number, features):
       start = tf.cast(batch_number, tf.int32) * per_replica  # int32: TPUs gather no int64.
