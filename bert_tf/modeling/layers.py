@@ -445,10 +445,11 @@ class BertSelfAttention(_ConfigLayer):
         dropout_rate=self.dropout.rate if training else 0.0, want_probs=output_attentions)
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
-    if fused and c.attention_implementation == "cudnn_btnh":
+    if fused and c.attention_implementation in ("cudnn_btnh", "auto"):
       # q, k, v as three [B*S,H] products (the Dense layers'), each a [B,S,N,D] view the
       # kernel reads in place; its output is the same view of [B*S,H] (no layout copy on
-      # either side).
+      # either side). What auto takes: on an H100 it passed the fused-kernel check and cut
+      # the transposes by 2 ms per BERT-Large update (BENCHMARKS.md, 2026-11-28).
       q, k, v = (tf.reshape(layer(x), [x.shape[0], x.shape[1], c.num_attention_heads,
                                        c.head_size])
                  for layer in (self.query, self.key, self.value))

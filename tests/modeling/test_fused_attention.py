@@ -221,7 +221,11 @@ def test_auto_falls_back_where_the_kernel_does_not_apply(monkeypatch, case):
 
 def test_auto_takes_the_kernel_where_it_applies(fake_gpu):
   # Training with attention dropout 0, and inference whatever the config's dropout.
-  assert len(_custom_calls(_hlo(_config()))) == 2 * L
+  calls = _custom_calls_with_layouts(_hlo(_config()))
+  assert len(calls) == 2 * L
+  # In cudnn_btnh's layout (checked on an H100, fewer transposes than cudnn's).
+  assert calls == _custom_calls_with_layouts(_hlo(_config(attention_implementation="cudnn_btnh")))
+  assert calls != _custom_calls_with_layouts(_hlo(_config(attention_implementation="cudnn")))
   hlo = _hlo(_config(attention_probs_dropout_prob=0.1), training=False)
   assert len([c for c in _custom_calls(hlo) if c[0] == "__cudnn$fmhaSoftmax"]) == L
 
