@@ -132,9 +132,13 @@ class Trainer:
     # build_train_loop and make_iterator.
     self.prefetch_to_device = self.config.prefetch_to_device
     # Whether each host call's updates run as one XLA computation, a loop on the device over
-    # the call's batches, stacked and copied once (see _device_loops): None (the default) or
-    # False: no; True: yes, where the whole update compiles. Not with prefetch_to_device.
+    # the call's batches, stacked and copied once (see _device_loops): None (the default):
+    # yes on a GPU where the whole update compiles, unless prefetch_to_device is set or the
+    # batches' shape is not static (on an H100 it removed the ~10 ms host stall of each
+    # BERT-Large update: BENCHMARKS.md, 2026-11-28); True: yes, where the whole update
+    # compiles; False: no. Not with prefetch_to_device.
     self.device_loop = self.config.device_loop
+    self._batch_spec = None  # the train iterator's element_spec, once make_iterator made it
 
   # === One update on one replica ===
 
@@ -196,7 +200,7 @@ class Trainer:
     calls)."""
     whole_update = self.whole_update
     if whole_update is None:
-      whole_update = bool(tf.config.list_logical_devices("GPU"))
+      whole_update = _gpu_visible()
     return (whole_update and bool(self.config.jit_compile)
             and self.strategy.num_replicas_in_sync == 1
             and self.config.gradient_accumulation_steps == 1
@@ -229,9 +233,15 @@ class Trainer:
     updates, each on its slice of the stack, so no copy and no launch stands between two
     updates (the host stalls that ``_prefetches`` moves out of the loop's thread cannot
     happen). The same batches in the same order; the numbers are the inline loop's to float32
-    rounding (XLA compiles the update inside a loop). Batches must have one static shape."""
+    rounding (XLA compiles the update inside a loop). Batches must have one static shape.
+    ``device_loop`` None: on a GPU, unless ``prefetch_to_device`` or batches whose shape is
+    not static (every bert_tf training input drops its remainder)."""
     self._check_input_options()
-    return bool(self.device_loop) and self._whole_update_compiles()
+    device_loop = self.device_loop
+    if device_loop is None:
+      device_loop = (_gpu_visible() and not self.prefetch_to_device
+                     and (self._batch_spec is None or _static(self._batch_spec)))
+    return bool(device_loop) and self._whole_update_compiles()
 
   def _check_input_options(self):
     for name in ("prefetch_to_device", "device_loop"):
@@ -259,7 +269,9 @@ class Trainer:
     to the device by ``tf.data.experimental.prefetch_to_device`` two batches ahead (one
     replica: the default or a one-device strategy)."""
     if not self._prefetches():
-      return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+      iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+      self._batch_spec = iterator.element_spec
+      return iterator
     gpus = tf.config.list_logical_devices("GPU")
     device = gpus[0].name if gpus else "/cpu:0"
     dataset = dataset_fn(tf.distribute.InputContext())
@@ -356,7 +368,7 @@ class Trainer:
     @tf.function
     def steps(iterator, num_steps):
       spec = iterator.element_spec
-      if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec)):
+      if not _static(spec):
         raise ValueError("device_loop needs batches of one static shape (batch with "
                          f"drop_remainder=True); the input's are {spec}")
       # The call's batches, stacked; the slots past num_steps (a shorter last call) stay zero.
@@ -528,6 +540,16 @@ class Trainer:
       rate = (time.time() - start_time) / done
       stats["eta_seconds"] = rate * (c.num_train_steps - step)
     return stats
+
+
+def _gpu_visible():
+  """Whether this process sees a GPU (the defaults of ``whole_update`` and ``device_loop``)."""
+  return bool(tf.config.list_logical_devices("GPU"))
+
+
+def _static(spec):
+  """Whether every tensor of an element spec has a fully defined shape."""
+  return all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec))
 
 
 @tf.function

@@ -82,6 +82,25 @@ def test_device_loop_takes_only_its_values_and_not_with_prefetch(tmp_path):
     trainer._prefetches()  # pylint: disable=protected-access
 
 
+@pytest.mark.parametrize("case", ["gpu", "no_gpu", "prefetch", "shape_not_static"])
+def test_the_default_is_the_device_loop_on_a_gpu(tmp_path, monkeypatch, case):
+  """``device_loop`` None: the device loop where a GPU is visible (measured there), unless
+  tf.data prefetches the batches or their shape is not static; the inline loop otherwise."""
+  from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(loop, "_gpu_visible", lambda: case != "no_gpu")
+  attributes = {"prefetch_to_device": True} if case == "prefetch" else {}
+  data = None
+  if case == "shape_not_static":
+    data = tiny_loop.dataset_fn({k: v[:7] for k, v in tiny_loop.examples().items()},
+                                drop_remainder=False)
+  trainer, _, optimizer, _ = tiny_loop.train(tmp_path, steps=2, steps_per_loop=2, data=data,
+                                             **attributes)
+  assert trainer.device_loop is None
+  assert int(optimizer.iterations.numpy()) == 2
+  assert trainer._device_loops() == (case == "gpu")  # pylint: disable=protected-access
+  assert hasattr(trainer._train_loop, "updates") == (case == "gpu")  # pylint: disable=protected-access
+
+
 def test_the_updates_run_in_one_compiled_call_per_host_call(tmp_path):
   trainer, _, _, _ = _train(tmp_path, device_loop=True, steps=1, steps_per_loop=1)
   concrete = trainer._train_loop.compiled.get_concrete_function(  # pylint: disable=protected-access
