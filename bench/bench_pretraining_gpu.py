@@ -88,7 +88,7 @@ DEFAULT_BATCH = {
 
 def _define_auto_bool_list(name, values_help):
   """A flag of Trainer attribute ``name``'s values to run side by side (``AUTO_BOOL``)."""
-  flags.DEFINE_list(name, ["auto"], f"Rows side by side: auto (the loop's default: off), "
+  flags.DEFINE_list(name, ["auto"], f"Rows side by side: auto (the Trainer's default), "
                     f"{values_help} (Trainer.{name}).")
   flags.register_validator(name, lambda values: all(v.lower() in AUTO_BOOL for v in values),
                            message=f"--{name} takes auto, true and/or false")
@@ -241,6 +241,9 @@ def measure_row(model, task, dtype, xla, batch_size, steps_per_loop, loops, seq_
       "prefetched": trainer._prefetches(),  # pylint: disable=protected-access
       "device_loop": device_loop,
       "device_looped": trainer._device_loops(),  # pylint: disable=protected-access
+      # What XLA read: the environment's, the bench's --xla_flags and the Trainer's own
+      # (placement.set_gpu_xla_flags on a Hopper GPU).
+      "xla_flags_in_effect": os.environ.get("XLA_FLAGS", ""),
       "seq_length": seq_length, "num_predictions": num_predictions,
       "steps_per_loop": steps_per_loop, "loops": loops, "loop_times_s": times,
       "warmup_s": warmup_s, "trace_s": trace_s, "sequences_per_second": sequences_per_second,

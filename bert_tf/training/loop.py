@@ -43,6 +43,7 @@ from bert_tf.modeling import checkpoints
 from bert_tf.modeling import fused_attention
 from bert_tf.modeling import heads
 from bert_tf.modeling import layers
+from bert_tf.modeling import placement
 from bert_tf.training import distribution
 from bert_tf.training import preflight
 from bert_tf.training import xla_cache
@@ -117,6 +118,12 @@ class Trainer:
         config, jit_compile=resolve_jit_compile(config.jit_compile, strategy))
     fused_attention.check_training(getattr(model, "config", None), model.compute_dtype,
                                    self.config.jit_compile)
+    if self.config.jit_compile:
+      # Before the first XLA compile of the run (XLA reads its flags once per process).
+      added = placement.set_gpu_xla_flags()
+      if added:
+        logging.info("XLA_FLAGS += %s (bert_tf's choice on a Hopper GPU; name a flag in "
+                     "XLA_FLAGS to choose otherwise)", " ".join(added))
     with strategy.scope():
       optimizer.build(model.trainable_variables)
     self._train_loop = None
