@@ -85,20 +85,22 @@ def test_device_loop_takes_only_its_values_and_not_with_prefetch(tmp_path):
 @pytest.mark.parametrize("case", ["gpu", "no_gpu", "prefetch", "shape_not_static"])
 def test_the_default_is_the_device_loop_on_a_gpu(tmp_path, monkeypatch, case):
   """``device_loop`` None: the device loop where a GPU is visible (measured there), unless
-  tf.data prefetches the batches or their shape is not static; the inline loop otherwise."""
+  tf.data prefetches the batches or their shape is not static; the inline loop otherwise.
+  (The train loop built as train() builds it, after the iterator; the device loop training
+  on CPU: the tests above.)"""
   from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(loop, "_gpu_visible", lambda: case != "no_gpu")
   attributes = {"prefetch_to_device": True} if case == "prefetch" else {}
-  data = None
+  data = tiny_loop.dataset_fn()
   if case == "shape_not_static":
     data = tiny_loop.dataset_fn({k: v[:7] for k, v in tiny_loop.examples().items()},
                                 drop_remainder=False)
-  trainer, _, optimizer, _ = tiny_loop.train(tmp_path, steps=2, steps_per_loop=2, data=data,
-                                             **attributes)
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, **attributes)
+  trainer.make_iterator(data)
+  train_loop = trainer.build_train_loop()
   assert trainer.device_loop is None
-  assert int(optimizer.iterations.numpy()) == 2
   assert trainer._device_loops() == (case == "gpu")  # pylint: disable=protected-access
-  assert hasattr(trainer._train_loop, "updates") == (case == "gpu")  # pylint: disable=protected-access
+  assert hasattr(train_loop, "updates") == (case == "gpu")
 
 
 def test_the_updates_run_in_one_compiled_call_per_host_call(tmp_path):

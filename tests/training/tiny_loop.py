@@ -36,10 +36,9 @@ def dataset_fn(features=None, drop_remainder=True):
       BATCH, drop_remainder=drop_remainder)
 
 
-def train(tmp_path, steps=7, steps_per_loop=3, data=None, **trainer_attributes):
-  """Trains ``steps`` updates from seed ``SEED``'s weights on ``data`` (a ``dataset_fn``;
-  default: ``dataset_fn()``) with ``trainer_attributes`` set on the Trainer ->
-  (trainer, model, optimizer, result)."""
+def make_trainer(tmp_path, steps=7, steps_per_loop=3, **trainer_attributes):
+  """The Trainer ``train`` trains with, from seed ``SEED``'s weights, whole-update path on,
+  ``trainer_attributes`` set -> (trainer, model, optimizer)."""
   keras.utils.set_random_seed(SEED)
   task = PretrainingTask(BertConfig.from_dict(CONFIG))
   model = task.build_model()
@@ -50,6 +49,15 @@ def train(tmp_path, steps=7, steps_per_loop=3, data=None, **trainer_attributes):
   trainer.whole_update = True
   for name, value in trainer_attributes.items():
     setattr(trainer, name, value)
+  return trainer, model, optimizer
+
+
+def train(tmp_path, steps=7, steps_per_loop=3, data=None, **trainer_attributes):
+  """Trains ``steps`` updates from seed ``SEED``'s weights on ``data`` (a ``dataset_fn``;
+  default: ``dataset_fn()``) with ``trainer_attributes`` set on the Trainer ->
+  (trainer, model, optimizer, result)."""
+  trainer, model, optimizer = make_trainer(tmp_path, steps, steps_per_loop,
+                                           **trainer_attributes)
   result = trainer.train(data or dataset_fn(), progress=lambda line: None)
   return trainer, model, optimizer, result
 
