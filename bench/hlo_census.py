@@ -467,8 +467,8 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   ``gpu`` ("h100", "h200"): TensorFlow lowers the update as a GPU would see it and
   ``gpu_compile_deviceless.py`` compiles it for that GPU under ``gpu_python`` (no GPU
   needed); the census is of that GPU module, plus ``gpu_compile`` (its memory and cost).
-  ``gpu_xla_flags``: XLA flags of that compile (what ``XLA_FLAGS`` would hold on the GPU),
-  also the lowering's, which the model reads (``placement.cublaslt_enabled``): TensorFlow's
+  ``gpu_xla_flags``: XLA flags of that compile (what ``XLA_FLAGS`` would hold on the GPU;
+  the Trainer's own on a Hopper GPU are added where not named), also the lowering's, which the model reads (``placement.cublaslt_enabled``): TensorFlow's
   XLA must know them too."""
   own_dir = dump_dir is None
   dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
@@ -487,9 +487,13 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
     if not os.path.exists(gpu_python):
       raise RuntimeError(f"{gpu_python}: no Python with jax[cuda12] to compile for a GPU "
                          "(make gpu-compiler)")
-    # The lowering sees the GPU's XLA_FLAGS too: the model reads some of them
-    # (placement.cublaslt_enabled).
-    env["XLA_FLAGS"] = gpu_xla_flags.strip()
+    # The GPU's XLA_FLAGS: the user's and what the Trainer adds on a Hopper GPU, which both
+    # targets are (placement.set_gpu_xla_flags). The lowering sees them too: the model reads
+    # some of them (placement.cublaslt_enabled).
+    sys.path.insert(0, _ROOT)
+    from bert_tf.modeling import placement  # pylint: disable=import-outside-toplevel
+    gpu_xla_flags = placement.with_gpu_xla_flags(gpu_xla_flags.strip())[0]
+    env["XLA_FLAGS"] = gpu_xla_flags
     if not env["XLA_FLAGS"]:
       env.pop("XLA_FLAGS")
     cmd.append(f"--lower_to={lowered}")

@@ -60,6 +60,14 @@ def cublaslt_enabled(environ=None):
 GPU_XLA_FLAGS = (("xla_gpu_enable_cublaslt", "true"), ("xla_gpu_enable_triton_gemm", "false"))
 
 
+def with_gpu_xla_flags(flags):
+  """``flags`` (an XLA_FLAGS value) with the ``GPU_XLA_FLAGS`` it does not name appended ->
+  (the new value, the flags added)."""
+  added = [f"--{name}={value}" for name, value in GPU_XLA_FLAGS
+           if not re.search(rf"--{name}(?=[=\s]|$)", flags)]
+  return " ".join(([flags] if flags else []) + added), added
+
+
 def set_gpu_xla_flags(environ=None):
   """Adds ``GPU_XLA_FLAGS`` that XLA_FLAGS does not name to it, on a Hopper GPU; returns the
   flags added (``[]`` elsewhere). XLA reads XLA_FLAGS once per process, at its first compile:
@@ -68,9 +76,7 @@ def set_gpu_xla_flags(environ=None):
   environ = os.environ if environ is None else environ
   if not any(major == 9 for major, _ in gpu_capabilities()):
     return []
-  flags = environ.get("XLA_FLAGS", "")
-  added = [f"--{name}={value}" for name, value in GPU_XLA_FLAGS
-           if not re.search(rf"--{name}(?=[=\s]|$)", flags)]
+  flags, added = with_gpu_xla_flags(environ.get("XLA_FLAGS", ""))
   if added:
-    environ["XLA_FLAGS"] = " ".join(([flags] if flags else []) + added)
+    environ["XLA_FLAGS"] = flags
   return added
