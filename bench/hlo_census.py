@@ -473,8 +473,11 @@ def census(layers=2, hidden=768, heads=12, batch=8, seq=128, predictions=20, voc
   own_dir = dump_dir is None
   dump_dir = dump_dir or tempfile.mkdtemp(prefix="hlo_census_")
   os.makedirs(dump_dir, exist_ok=True)
+  # The environment's XLA_FLAGS kept (on a GPU machine, e.g. where CUDA lives), the dump added.
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-             XLA_FLAGS=f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text",
+             XLA_FLAGS=" ".join(f for f in (os.environ.get("XLA_FLAGS", ""),
+                                            f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text")
+                                if f),
              PYTHONPATH=_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   cmd = [python, os.path.abspath(__file__), "--child", f"--layers={layers}",
          f"--hidden={hidden}", f"--heads={heads}", f"--batch={batch}", f"--seq={seq}",
