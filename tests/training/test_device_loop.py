@@ -167,3 +167,50 @@ def test_the_pretraining_library_runs_the_device_loop_it_is_given(tmp_path, monk
   assert plain[-1].startswith("step 1/1 loss")
   for name, value in exports[False].items():
     np.testing.assert_allclose(exports[True][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _fine_tuning(task_name):
+  """(task, 3 batches of its training features) for a fine-tuning task of the tiny config."""
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import classifier, token_classifier  # pylint: disable=import-outside-toplevel
+  config = BertConfig.from_dict(tiny_loop.CONFIG)
+  base = tiny_loop.examples(batches=3)
+  n, seq = base["input_ids"].shape
+  rng = np.random.RandomState(7)
+  features = {k: base[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  if task_name == "ner":
+    task = token_classifier.TokenClassifierTask(config, 5)
+    features["label_ids"] = rng.randint(0, 5, (n, seq)).astype(np.int32)
+    features["label_mask"] = (rng.rand(n, seq) < 0.7).astype(np.int32)
+  else:  # multi-label: float multi-hot labels [B,C]
+    task = classifier.ClassifierTask(config, 4, multi_label=True)
+    features["label_ids"] = (rng.rand(n, 4) < 0.4).astype(np.float32)
+  return task, features
+
+
+@pytest.mark.parametrize("task_name", ["ner", "multi_label"])
+def test_fine_tuning_tasks_train_the_inline_loops_numbers(tmp_path, task_name):
+  """Fine-tuning features unlike pretraining's (token labels and masks [B,S], float
+  multi-hot labels [B,C]; SQuAD's span positions [B] are shaped as the next-sentence labels)
+  through the device loop, which a GPU takes by default: the inline loop's loss and weights
+  after 3 updates in one host call."""
+  from bert_tf import optimization  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
+  import keras  # pylint: disable=import-outside-toplevel
+  results = {}
+  for device_loop in (True, False):
+    keras.utils.set_random_seed(5)
+    task, features = _fine_tuning(task_name)
+    model = task.build_model()
+    optimizer = optimization.create_optimizer(1e-3, num_train_steps=20, num_warmup_steps=1)
+    trainer = loop.Trainer(tf.distribute.get_strategy(), task, model, optimizer,
+                           loop.LoopConfig(model_dir=str(tmp_path / str(device_loop)),
+                                           num_train_steps=3, steps_per_loop=3,
+                                           save_checkpoints_steps=0, jit_compile=True))
+    trainer.whole_update, trainer.device_loop = True, device_loop
+    result = trainer.train(lambda ctx: tf.data.Dataset.from_tensor_slices(features).batch(  # pylint: disable=cell-var-from-loop
+        tiny_loop.BATCH, drop_remainder=True), progress=lambda line: None)
+    assert trainer._device_loops() == device_loop  # pylint: disable=protected-access
+    results[device_loop] = (result["loss"], model)
+  assert results[True][0] == pytest.approx(results[False][0], rel=1e-5)
+  _weights_close(results[True][1], results[False][1])
