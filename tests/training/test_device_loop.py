@@ -73,7 +73,7 @@ def test_batches_of_changing_shape_are_refused(tmp_path):
 
 
 def test_device_loop_takes_only_its_values_and_not_with_prefetch(tmp_path):
-  trainer, _, _, _ = _train(tmp_path, device_loop=True, steps=1, steps_per_loop=1)
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, device_loop=True)
   trainer.device_loop = "yes"
   with pytest.raises(ValueError, match="device_loop must be None, True or False"):
     trainer._device_loops()  # pylint: disable=protected-access
@@ -104,8 +104,8 @@ def test_the_default_is_the_device_loop_on_a_gpu(tmp_path, monkeypatch, case):
 
 
 def test_the_updates_run_in_one_compiled_call_per_host_call(tmp_path):
-  trainer, _, _, _ = _train(tmp_path, device_loop=True, steps=1, steps_per_loop=1)
-  concrete = trainer._train_loop.compiled.get_concrete_function(  # pylint: disable=protected-access
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, steps=1, steps_per_loop=1, device_loop=True)
+  concrete = trainer.build_train_loop().compiled.get_concrete_function(
       iter(tiny_loop.dataset_fn()(None)),
       tf.constant(3))
   graph = concrete.graph

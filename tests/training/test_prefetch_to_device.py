@@ -88,7 +88,7 @@ def test_prefetched_by_tf_data_trains_the_same_numbers(prefetched, tmp_path):
 
 
 def test_prefetch_to_device_takes_only_its_values(tmp_path):
-  trainer, _, _, _ = _train(tmp_path, prefetch=True, steps=1, steps_per_loop=1)
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, prefetch_to_device=True)
   trainer.prefetch_to_device = "prefetch"
   with pytest.raises(ValueError, match="prefetch_to_device must be None, True or False"):
     trainer._prefetches()  # pylint: disable=protected-access
