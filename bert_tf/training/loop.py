@@ -269,14 +269,28 @@ class Trainer:
       return tf.nest.map_structure(
           lambda t: tf.cast(t, tf.int64) if t.dtype == tf.int32 else t, features)
 
+  def input_dataset_fn(self, dataset_fn):
+    """``dataset_fn`` as the train iterator reads it. With the device loop, each host call
+    first takes its ``steps_per_loop`` batches, then the device runs their updates: a
+    prefetch buffer of ``steps_per_loop`` batches lets tf.data make the next call's batches
+    while the device runs, so that the call takes them ready instead of waiting for the input
+    pipeline with the device idle (host memory: the batches of one call more). The same
+    batches in the same order."""
+    if not self._device_loops():
+      return dataset_fn
+    capacity = self.config.steps_per_loop
+    return lambda ctx: dataset_fn(ctx).prefetch(capacity)
+
   def make_iterator(self, dataset_fn):
     """The iterator the train loop takes: over
     ``strategy.distribute_datasets_from_function(dataset_fn)``; with ``prefetch_to_device``
     (``_prefetches``), over ``dataset_fn``'s batches in their wire format, copied
     to the device by ``tf.data.experimental.prefetch_to_device`` two batches ahead (one
-    replica: the default or a one-device strategy)."""
+    replica: the default or a one-device strategy). With ``device_loop`` (``_device_loops``),
+    tf.data keeps up to ``steps_per_loop`` batches ready (``input_dataset_fn``)."""
     if not self._prefetches():
-      iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+      iterator = iter(self.strategy.distribute_datasets_from_function(
+          self.input_dataset_fn(dataset_fn)))
       self._batch_spec = iterator.element_spec
       return iterator
     gpus = tf.config.list_logical_devices("GPU")

@@ -214,3 +214,21 @@ def test_fine_tuning_tasks_train_the_inline_loops_numbers(tmp_path, task_name):
     results[device_loop] = (result["loss"], model)
   assert results[True][0] == pytest.approx(results[False][0], rel=1e-5)
   _weights_close(results[True][1], results[False][1])
+
+
+def _prefetch_buffer_sizes(dataset):
+  """The buffer sizes of the dataset's PrefetchDataset ops (its serialized graph)."""
+  graph = tf.compat.v1.GraphDef.FromString(
+      dataset._as_serialized_graph().numpy())  # pylint: disable=protected-access
+  consts = {n.name: n for n in graph.node if n.op == "Const"}
+  return [int(tf.make_ndarray(consts[n.input[1].split(":")[0]].attr["value"].tensor))
+          for n in graph.node if n.op == "PrefetchDataset"]
+
+
+@pytest.mark.parametrize("device_loop", [True, False])
+def test_the_device_loop_keeps_a_host_calls_batches_ready(tmp_path, device_loop):
+  """With the device loop, tf.data buffers ``steps_per_loop`` batches (the next call's, made
+  while the device runs: bench/bench_device_loop_input.py); without it the input is as given."""
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, steps_per_loop=5, device_loop=device_loop)
+  dataset = trainer.input_dataset_fn(tiny_loop.dataset_fn())(tf.distribute.InputContext())
+  assert _prefetch_buffer_sizes(dataset) == ([5] if device_loop else [])
