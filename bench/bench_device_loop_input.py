@@ -18,7 +18,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bert_tf import optimization  # noqa: E402
