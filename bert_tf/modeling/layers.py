@@ -448,8 +448,9 @@ class BertSelfAttention(_ConfigLayer):
     if fused and c.attention_implementation in ("cudnn_btnh", "auto"):
       # q, k, v as three [B*S,H] products (the Dense layers'), each a [B,S,N,D] view the
       # kernel reads in place; its output is the same view of [B*S,H] (no layout copy on
-      # either side). What auto takes: on an H100 it passed the fused-kernel check and cut
-      # the transposes by 2 ms per BERT-Large update (BENCHMARKS.md, 2026-11-28).
+      # either side). What auto takes: on an H100 it passed the fused-kernel check, and a
+      # BERT-Large update spent 9.3 ms in transposes (11.3 on the [B,N,S,D] layout) and peaked
+      # 0.7 GB lower, at the same GPU time (BENCHMARKS.md, 2026-11-28).
       q, k, v = (tf.reshape(layer(x), [x.shape[0], x.shape[1], c.num_attention_heads,
                                        c.head_size])
                  for layer in (self.query, self.key, self.value))
