@@ -232,3 +232,36 @@ def test_the_device_loop_keeps_a_host_calls_batches_ready(tmp_path, device_loop)
   trainer, _, _ = tiny_loop.make_trainer(tmp_path, steps_per_loop=5, device_loop=device_loop)
   dataset = trainer.input_dataset_fn(tiny_loop.dataset_fn())(tf.distribute.InputContext())
   assert _prefetch_buffer_sizes(dataset) == ([5] if device_loop else [])
+
+
+def test_host_calls_hold_at_most_the_stack_limit_of_batches(device_looped, tmp_path,
+                                                             monkeypatch):
+  """A host call stacks no more than DEVICE_LOOP_STACK_BYTES of batches: here room for 2 of
+  steps_per_loop 3, so 7 updates run in calls of 2, 2, 2 and 1, to the weights of calls of
+  3, 3 and 1; tf.data buffers 2."""
+  from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
+  spec = tiny_loop.dataset_fn()(None).element_spec
+  batch_bytes = sum(s.shape.num_elements() * s.dtype.size for s in tf.nest.flatten(spec))
+  monkeypatch.setattr(loop, "DEVICE_LOOP_STACK_BYTES", int(2.5 * batch_bytes))
+  calls = []
+  trainer, _, _ = tiny_loop.make_trainer(tmp_path, device_loop=True)
+  assert trainer.steps_per_call(spec) == 2
+  dataset = trainer.input_dataset_fn(tiny_loop.dataset_fn())(tf.distribute.InputContext())
+  assert _prefetch_buffer_sizes(dataset) == [2]
+  build = trainer.build_train_loop
+
+  def counted():
+    train_loop = build()
+    return lambda iterator, n: calls.append(int(n)) or train_loop(iterator, n)
+  trainer.build_train_loop = counted
+  result = trainer.train(tiny_loop.dataset_fn(), progress=lambda line: None)
+  assert calls == [2, 2, 2, 1]
+  # The stack itself holds 2 batches (one list of 2 per feature).
+  graph = trainer._train_loop.compiled.get_concrete_function(  # pylint: disable=protected-access
+      iter(tiny_loop.dataset_fn()(None)), tf.constant(2)).graph
+  reserved = [int(tf.get_static_value(op.inputs[1])) for op in graph.get_operations()
+              if op.type == "TensorListReserve"]
+  assert len(reserved) == len(spec) and set(reserved) == {2}
+  _, model, _, looped_result = device_looped
+  assert result["loss"] == pytest.approx(looped_result["loss"], rel=1e-5)
+  _weights_close(trainer.model, model)
