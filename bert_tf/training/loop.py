@@ -251,10 +251,12 @@ class Trainer:
     not static (every bert_tf training input drops its remainder)."""
     self._check_input_options()
     device_loop = self.device_loop
+    if not self._whole_update_compiles():
+      return False
     if device_loop is None:
       device_loop = (_gpu_visible() and not self.prefetch_to_device
                      and (self._batch_spec is None or _static(self._batch_spec)))
-    return bool(device_loop) and self._whole_update_compiles()
+    return bool(device_loop)
 
   def _check_input_options(self):
     for name in ("prefetch_to_device", "device_loop"):
@@ -297,9 +299,10 @@ class Trainer:
     iterator's, once ``make_iterator`` made it)."""
     spec = self._batch_spec if spec is None else spec
     steps = self.config.steps_per_loop
-    if spec is None or not _static(spec) or not self._device_loops():
+    if spec is None or not self._device_loops() or not _static(spec):
       return steps
-    batch_bytes = sum(s.shape.num_elements() * s.dtype.size for s in tf.nest.flatten(spec))
+    batch_bytes = sum(s.shape.num_elements() * s.dtype.size
+                      for s in tf.nest.flatten(spec, expand_composites=True))
     return max(1, min(steps, DEVICE_LOOP_STACK_BYTES // max(1, batch_bytes)))
 
   def make_iterator(self, dataset_fn):
@@ -590,8 +593,10 @@ def _gpu_visible():
 
 
 def _static(spec):
-  """Whether every tensor of an element spec has a fully defined shape."""
-  return all(s.shape.is_fully_defined() for s in tf.nest.flatten(spec))
+  """Whether every tensor of an element spec (a distributed iterator's per-replica specs
+  too) has a fully defined shape."""
+  return all(s.shape.is_fully_defined()
+             for s in tf.nest.flatten(spec, expand_composites=True))
 
 
 @tf.function

@@ -265,3 +265,14 @@ def test_host_calls_hold_at_most_the_stack_limit_of_batches(device_looped, tmp_p
   _, model, _, looped_result = device_looped
   assert result["loss"] == pytest.approx(looped_result["loss"], rel=1e-5)
   _weights_close(trainer.model, model)
+
+
+def test_a_distributed_iterators_per_replica_specs_are_read():
+  """The element spec of a several-replica iterator (PerReplicaSpec, no .shape of its own)."""
+  from tensorflow.python.distribute import values  # pylint: disable=import-outside-toplevel
+  from bert_tf.training import loop  # pylint: disable=import-outside-toplevel
+  static = values.PerReplicaSpec(tf.TensorSpec([4, 12], tf.int32), tf.TensorSpec([4, 12], tf.int32))
+  ragged = values.PerReplicaSpec(tf.TensorSpec([None, 12], tf.int32),
+                                 tf.TensorSpec([None, 12], tf.int32))
+  assert loop._static({"input_ids": static})  # pylint: disable=protected-access
+  assert not loop._static({"input_ids": ragged})  # pylint: disable=protected-access
