@@ -279,8 +279,8 @@ class Trainer:
 
   def input_dataset_fn(self, dataset_fn):
     """``dataset_fn`` as the train iterator reads it. With the device loop, each host call
-    first takes its ``steps_per_loop`` batches, then the device runs their updates: a
-    prefetch buffer of ``steps_per_loop`` batches lets tf.data make the next call's batches
+    first takes its batches (``steps_per_call``), then the device runs their updates: a
+    prefetch buffer of as many batches lets tf.data make the next call's batches
     while the device runs, so that the call takes them ready instead of waiting for the input
     pipeline with the device idle (host memory: the batches of one call more). The same
     batches in the same order."""
@@ -311,7 +311,7 @@ class Trainer:
     (``_prefetches``), over ``dataset_fn``'s batches in their wire format, copied
     to the device by ``tf.data.experimental.prefetch_to_device`` two batches ahead (one
     replica: the default or a one-device strategy). With ``device_loop`` (``_device_loops``),
-    tf.data keeps up to ``steps_per_loop`` batches ready (``input_dataset_fn``)."""
+    tf.data keeps a host call's batches ready (``input_dataset_fn``, ``steps_per_call``)."""
     if not self._prefetches():
       iterator = iter(self.strategy.distribute_datasets_from_function(
           self.input_dataset_fn(dataset_fn)))
