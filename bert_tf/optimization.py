@@ -295,7 +295,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
       # norm's L2Loss per variable, the schedule) between XLA computations, one launch
       # sequence instead of one computation per variable shape.
       if self._fused_apply_all is None:
-        self._fused_apply_all = tf.function(self._apply_all, jit_compile=True)
+        self._fused_apply_all = tf.function(self._apply_all, jit_compile=True, autograph=False)
       indices = [self._get_variable_index(v) for v in trainable_variables]
       slots = [(_tf_variable(self._m[i]), _tf_variable(self._v[i])) for i in indices]
       self._fused_apply_all(tf_variables, slots, grads, tuple(indices))
@@ -377,13 +377,13 @@ class _BertOptimizer(keras.optimizers.Optimizer):
       # (about a third less time than assigning its results). Mirrored variables take the
       # path below, where the strategy's update context picks each replica's copy.
       if self._fused_assign is None:
-        self._fused_assign = tf.function(self._assign_new_values, jit_compile=True)
+        self._fused_assign = tf.function(self._assign_new_values, jit_compile=True, autograph=False)
       self._fused_assign(*tf_vars, *args)
       return
     values = (tf.convert_to_tensor(variable), tf.convert_to_tensor(m), tf.convert_to_tensor(v))
     if self.fused_update:
       if self._fused_new_values is None:
-        self._fused_new_values = tf.function(self._new_values, jit_compile=True)
+        self._fused_new_values = tf.function(self._new_values, jit_compile=True, autograph=False)
       next_param, next_m, next_v = self._fused_new_values(*values, *args)
     else:
       next_param, next_m, next_v = self._new_values(*values, *args)

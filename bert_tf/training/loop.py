@@ -112,7 +112,9 @@ DEVICE_LOOP_STACK_BYTES = 512 * 2**20
 class Trainer:
   """Builds the distributed train step for ``model``/``optimizer`` and runs it.
 
-  Create the model and the optimizer under ``strategy.scope()`` first.
+  Create the model and the optimizer under ``strategy.scope()`` first. The step (the task's
+  loss and metrics, the model, the optimizer) is traced without AutoGraph, as written: Python
+  control flow in it must not depend on tensors' values (``tf.cond``/``tf.where`` do).
   """
 
   def __init__(self, strategy, task, model, optimizer, config):
@@ -327,13 +329,15 @@ class Trainer:
 
   def build_train_loop(self):
     """A tf.function running ``n`` updates in-graph: ``loop(iterator, n) -> mean loss``."""
-    self._compiled_gradients = tf.function(self._gradients,
+    # Library code has no Python control flow on tensors: traced as written, without
+    # AutoGraph's conversion of every function it calls (seconds of tracing per run).
+    self._compiled_gradients = tf.function(self._gradients, autograph=False,
                                            jit_compile=bool(self.config.jit_compile))
     self._compiled_update = None
     if self._whole_update_compiles():
       # Forward, backward, global norm, clipping and the optimizer step as one XLA module.
       self.optimizer.fuse_all_variables = True
-      self._compiled_update = tf.function(self._update, jit_compile=True)
+      self._compiled_update = tf.function(self._update, jit_compile=True, autograph=False)
     if self.config.jit_compile:
       # The update of each variable as one XLA computation too (bert_tf's optimizers).
       inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
@@ -350,6 +354,8 @@ class Trainer:
     # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
     # iterations do not advance); its loss does not count. Other optimizers apply every one.
     may_skip = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+    # AutoGraph makes the loop below a tf.while_loop; the step itself is traced as written.
+    replica_step = tf.autograph.experimental.do_not_convert(self._replica_step)
 
     @tf.function
     def steps(iterator, num_steps):
@@ -361,7 +367,7 @@ class Trainer:
       after = tf.cast(tf.identity(iterations), tf.int64)
       for _ in tf.range(num_steps):
         before = after
-        per_replica = strategy.run(self._replica_step, args=(next(iterator),))
+        per_replica = strategy.run(replica_step, args=(next(iterator),))
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         after = tf.cast(tf.identity(iterations), tf.int64) if may_skip else before + 1
         applied = after > before
@@ -392,7 +398,7 @@ class Trainer:
     """``build_train_loop`` for ``device_loop`` (see ``_device_loops``)."""
     iterations = self.optimizer.iterations
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def updates(stacked, num_steps):
       # Step numbers as the inline loop counts them (bert_tf's optimizers apply every update).
       start = tf.cast(tf.identity(iterations), tf.int64)
@@ -409,16 +415,19 @@ class Trainer:
           (tf.constant(0, tf.int64), tf.constant(0.0), tf.constant(-1, tf.int64)))
       return loss_sum / tf.cast(num_steps, tf.float32), non_finite_step
 
-    @tf.function
-    def steps(iterator, num_steps):
-      spec = iterator.element_spec
+    @tf.autograph.experimental.do_not_convert  # plain Python: traced as written
+    def buffers(spec):
       if not _static(spec):
         raise ValueError("device_loop needs batches of one static shape (batch with "
                          f"drop_remainder=True); the input's are {spec}")
-      # The call's batches, stacked; the slots past num_steps (a shorter last call) stay zero.
       capacity = self.steps_per_call(spec)
-      arrays = tf.nest.map_structure(
+      return tf.nest.map_structure(
           lambda s: tf.TensorArray(s.dtype, size=capacity, element_shape=s.shape), spec)
+
+    @tf.function
+    def steps(iterator, num_steps):
+      # The call's batches, stacked; the slots past num_steps (a shorter last call) stay zero.
+      arrays = buffers(iterator.element_spec)
       for i in tf.range(num_steps):
         arrays = tf.nest.map_structure(lambda a, t: a.write(i, t), arrays, next(iterator))  # pylint: disable=cell-var-from-loop
       stacked = tf.nest.map_structure(lambda a: a.stack(), arrays)
@@ -599,7 +608,7 @@ def _static(spec):
              for s in tf.nest.flatten(spec, expand_composites=True))
 
 
-@tf.function
+@tf.function(autograph=False)
 def _all_finite(variables):
   return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
 
@@ -668,11 +677,12 @@ def format_progress(stats, num_train_steps):
 def cached_function(cache, name, python_function):
   """``tf.function(python_function)``, kept in ``cache`` (a dict, or None: not kept) under
   ``name`` and taken from there when it is already: a caller that evaluates the same model
-  again (evaluation during training) traces its step once, not at every evaluation."""
+  again (evaluation during training) traces its step once, not at every evaluation. Traced
+  as written (no AutoGraph: the library's steps have no Python control flow on tensors)."""
   if cache is None:
-    return tf.function(python_function)
+    return tf.function(python_function, autograph=False)
   if name not in cache:
-    cache[name] = tf.function(python_function)
+    cache[name] = tf.function(python_function, autograph=False)
   return cache[name]
 
 
