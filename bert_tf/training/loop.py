@@ -252,13 +252,12 @@ class Trainer:
     ``device_loop`` None: on a GPU, unless ``prefetch_to_device`` or batches whose shape is
     not static (every bert_tf training input drops its remainder)."""
     self._check_input_options()
-    device_loop = self.device_loop
     if not self._whole_update_compiles():
       return False
-    if device_loop is None:
-      device_loop = (_gpu_visible() and not self.prefetch_to_device
-                     and (self._batch_spec is None or _static(self._batch_spec)))
-    return bool(device_loop)
+    if self.device_loop is not None:
+      return bool(self.device_loop)
+    return bool(_gpu_visible() and not self.prefetch_to_device
+                and (self._batch_spec is None or _static(self._batch_spec)))
 
   def _check_input_options(self):
     for name in ("prefetch_to_device", "device_loop"):

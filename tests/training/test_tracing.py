@@ -30,7 +30,7 @@ def _converted(monkeypatch):
   return seen
 
 
-def _only_the_loop(converted):
+def _besides_the_loop(converted):
   return {name for name in converted
           if not name.endswith(("build_train_loop.<locals>.steps",
                                 "_build_device_loop.<locals>.steps"))}
@@ -49,7 +49,7 @@ def test_only_the_host_loop_is_converted(converted, tmp_path, path):
   iterator = trainer.make_iterator(tiny_loop.dataset_fn())
   train_loop.compiled.get_concrete_function(iterator, tf.constant(2))
   assert converted, "the host loop itself is AutoGraph's: nothing was recorded"
-  assert not _only_the_loop(converted), sorted(converted)
+  assert not _besides_the_loop(converted), sorted(converted)
 
 
 def test_an_evaluation_step_and_the_finite_check_are_not_converted(converted, tmp_path):
