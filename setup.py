@@ -17,12 +17,13 @@ INSTALL_REQUIRES = [
 
 EXTRAS_REQUIRE = {
     # Google's original code, for the differential tests.
-    # bert-tensorflow: Google's original code; scikit-learn/scipy: reference metric values;
-    # matplotlib: the PNG outputs of the inspection tools; torch + transformers: loading the
-    # Hugging Face export (test-only: never a bert_tf dependency).
+    # bert-tensorflow: Google's original code; matplotlib: the PNG outputs of the inspection
+    # tools; torch + transformers: loading the Hugging Face export (test-only: never a bert_tf
+    # dependency). Not scikit-learn: Keras imports it at its own import where installed (about
+    # a second in every script the tests start); its and scipy's reference metric values are
+    # fixtures (tests/fixtures/make_metrics_reference.py).
     "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
-             "scikit-learn>=1.4", "scipy>=1.11", "matplotlib>=3.8", "torch==2.13.0",
-             "transformers>=5",
+             "matplotlib>=3.8", "torch==2.13.0", "transformers>=5",
              # A real Jupyter kernel for tests/inference/test_notebook.py.
              "nbconvert>=7", "nbformat>=5", "ipykernel>=6"],
     "plots": ["matplotlib>=3.8"],

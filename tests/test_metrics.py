@@ -1,7 +1,9 @@
-"""bert_tf.metrics against hand-computed cases and, where installed (tests only), scikit-learn
-and scipy on random data."""
+"""bert_tf.metrics against hand-computed cases and scikit-learn's and scipy's numbers on seeded
+random data (tests/fixtures/metrics, made by tests/fixtures/make_metrics_reference.py)."""
 
+import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -83,42 +85,33 @@ def test_task_metrics_selects_from_task_table():
     assert list(metrics.task_metrics(name, [0, 1], [0, 1])) == ["eval_accuracy"]
 
 
-# === Against scikit-learn / scipy on random data (test-only dependencies) ===
+# === Against scikit-learn / scipy on seeded random data ===
+# Their numbers, with the inputs, made by tests/fixtures/make_metrics_reference.py (neither is
+# installed for the tests: with scikit-learn present, every process importing Keras imports it).
 
-@pytest.mark.parametrize("seed", range(5))
-def test_against_sklearn(seed):
-  sklearn_metrics = pytest.importorskip("sklearn.metrics")
-  rng = np.random.default_rng(seed)
-  n = int(rng.integers(5, 300))
-  labels = rng.integers(0, 2, n)
-  predictions = np.where(rng.random(n) < 0.7, labels, 1 - labels)
-  weights = (rng.random(n) < 0.8).astype(np.int64)
-  keep = weights == 1
-  assert metrics.accuracy(labels, predictions, weights) == pytest.approx(
-      sklearn_metrics.accuracy_score(labels[keep], predictions[keep]))
-  assert metrics.f1_score(labels, predictions, weights) == pytest.approx(
-      sklearn_metrics.f1_score(labels[keep], predictions[keep], zero_division=0.0))
-  assert metrics.matthews_corrcoef(labels, predictions, weights) == pytest.approx(
-      sklearn_metrics.matthews_corrcoef(labels[keep], predictions[keep]))
-  three = rng.integers(0, 3, n)
-  three_predictions = np.where(rng.random(n) < 0.5, three, rng.integers(0, 3, n))
-  assert metrics.matthews_corrcoef(three, three_predictions) == pytest.approx(
-      sklearn_metrics.matthews_corrcoef(three, three_predictions))
+with open(pathlib.Path(__file__).parent / "fixtures" / "metrics" / "reference.json",
+          encoding="utf-8") as _f:
+  REFERENCE = json.load(_f)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_against_scipy(seed):
-  stats = pytest.importorskip("scipy.stats")
-  rng = np.random.default_rng(seed)
-  n = int(rng.integers(3, 300))
-  # STS-B-like scores with many ties (rounded to 0.2) and noisy predictions.
-  labels = np.round(rng.uniform(0, 5, n) * 5) / 5
-  predictions = (labels + rng.normal(0, 1.0, n)).astype(np.float32)
-  if seed % 2:
-    predictions = np.round(predictions)  # Ties on both sides.
+@pytest.mark.parametrize("case", REFERENCE["sklearn"], ids=lambda case: f"seed{case['seed']}")
+def test_against_sklearn(case):
+  labels, predictions = np.array(case["labels"]), np.array(case["predictions"])
+  weights = np.array(case["weights"])
+  assert 0 < weights.sum() < len(weights)  # some rows left out
+  assert metrics.accuracy(labels, predictions, weights) == pytest.approx(case["accuracy"])
+  assert metrics.f1_score(labels, predictions, weights) == pytest.approx(case["f1"])
+  assert metrics.matthews_corrcoef(labels, predictions, weights) == pytest.approx(case["mcc"])
+  assert metrics.matthews_corrcoef(np.array(case["three"]), np.array(
+      case["three_predictions"])) == pytest.approx(case["three_mcc"])
+
+
+@pytest.mark.parametrize("case", REFERENCE["scipy"], ids=lambda case: f"seed{case['seed']}")
+def test_against_scipy(case):
+  labels = np.array(case["labels"])
+  predictions = np.array(case["predictions"], np.float32)
   assert metrics.pearson_corrcoef(labels, predictions) == pytest.approx(
-      stats.pearsonr(labels, predictions)[0], abs=1e-6)
+      case["pearson"], abs=1e-6)
   assert metrics.spearman_corrcoef(labels, predictions) == pytest.approx(
-      stats.spearmanr(labels, predictions)[0], abs=1e-12)
-  np.testing.assert_array_equal(metrics.rankdata(predictions),
-                                stats.rankdata(predictions, method="average"))
+      case["spearman"], abs=1e-12)
+  np.testing.assert_array_equal(metrics.rankdata(predictions), case["ranks"])
