@@ -229,8 +229,10 @@ def test_a_failed_row_with_profile_is_reported_and_the_bench_goes_on():
 
 @pytest.fixture(scope="module")
 def stub_peer_run(tmp_path_factory):
-  """One XLA smoke row with --compile_timers and --torch_python: a stub peer interpreter that
-  records its arguments (torch is no dependency). Returns (stdout, the peer's arguments)."""
+  """One XLA smoke row with --compile_timers, --xla_cache_dir (a new folder) and --torch_python:
+  a stub peer interpreter that records its arguments (torch is no dependency). Returns
+  (stdout, the peer's arguments, the bench's arguments); run again with the same arguments by
+  the XLA cache's test."""
   tmp_path = tmp_path_factory.mktemp("peer")
   record = tmp_path / "peer_args.json"
   stub = tmp_path / "peer_python"
@@ -242,16 +244,18 @@ def stub_peer_run(tmp_path_factory):
       "print('RESULT ' + json.dumps({'median_s': 0.5, 'peak_gpu_memory_gb': 1.5,\n"
       "    'attention_probs_dropout_prob': float(flags['attention_probs_dropout_prob'])}))\n")
   stub.chmod(0o755)
-  proc = _run_bench("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
-                    "--attention_probs_dropout_prob=0", f"--torch_python={stub}")
+  args = ("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
+          "--attention_probs_dropout_prob=0", f"--torch_python={stub}",
+          f"--xla_cache_dir={tmp_path / 'xla_cache'}")
+  proc = _run_bench(*args)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  return proc.stdout, json.loads(record.read_text())
+  return proc.stdout, json.loads(record.read_text()), args
 
 
 def test_the_peer_runs_with_the_rows_attention_dropout(stub_peer_run):
   """--torch_python: the peer is called with the row's shapes and its attention dropout (0
   where bert_tf's row takes the fused kernel), and the side-by-side table shows both sides'."""
-  stdout, args = stub_peer_run
+  stdout, args, _ = stub_peer_run
   assert args[0] == os.path.join(_BENCH, "_torch_peer.py")
   assert {"--config=tiny", "--batch_size=4", "--seq_length=32", "--num_predictions=5",
           "--mode=train", "--attention_probs_dropout_prob=0.0"} <= set(args[1:])
@@ -264,7 +268,7 @@ def test_compile_timers_say_where_the_warm_up_went(stub_peer_run):
   """--compile_timers: the row's warm-up line names the Python trace and TensorFlow's own
   timer of its XLA compiles (one per compiled function of the CPU path), read from the
   worker's log."""
-  stdout, _ = stub_peer_run
+  stdout, _, _ = stub_peer_run
   line = next(l for l in stdout.splitlines() if l.startswith("  warm-up "))
   match = re.match(r"  warm-up ([\d.]+) s: Python trace ([\d.]+) s; (.*)$", line)
   assert match, line
@@ -301,19 +305,19 @@ def test_compile_timer_lines_are_summed_by_label():
   assert bench.compile_timers(log, top=1) == [["Compilation of XLA executable", 120.0, 1]]
 
 
-def test_a_repeated_row_loads_its_programs_from_the_xla_cache(tmp_path):
+def test_a_repeated_row_loads_its_programs_from_the_xla_cache(stub_peer_run):
   """--xla_cache_dir: the second run of the same row compiles nothing (every program loaded
-  from the folder the first run wrote), and its warm-up line says so."""
-  args = ("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
-          f"--xla_cache_dir={tmp_path}")
-  lines = []
-  for _ in range(2):
-    proc = _run_bench(*args, timeout=200)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    lines.append(next(l for l in proc.stdout.splitlines() if l.startswith("  warm-up ")))
-    assert f"xla_cache_dir={tmp_path}" in proc.stdout
-  first, second = lines
+  from the folder the first run wrote), and its warm-up line says so. The first run is the
+  module's stub-peer row."""
+  first_stdout, _, args = stub_peer_run
+  cache = next(a for a in args if a.startswith("--xla_cache_dir=")).split("=", 1)[1]
+  second_stdout = _run_bench(*args, timeout=200)
+  assert second_stdout.returncode == 0, second_stdout.stderr[-2000:]
+  first, second = (next(l for l in stdout.splitlines() if l.startswith("  warm-up "))
+                   for stdout in (first_stdout, second_stdout.stdout))
+  for stdout in (first_stdout, second_stdout.stdout):
+    assert f"xla_cache_dir={cache}" in stdout
   assert "Compiling for CPU using JIT" in first and "Serializing and saving cache entry" in first
   assert "Compiling for CPU using JIT" not in second, second
   assert "Try loading serialized cache entry" in second
-  assert os.listdir(tmp_path)
+  assert os.listdir(cache)
