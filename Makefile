@@ -36,11 +36,13 @@ quickstart: venv
 # XLA's GPU compiler without a GPU (bench/gpu_compile_deviceless.py, hlo_census.py --gpu):
 # JAX's CUDA 12 plugin in an environment of its own (about 2.5 GB; not needed to train or test).
 GPU_COMPILER := .venv-gpu-compiler
+# The JAX whose XLA is nearest TensorFlow 2.21's (bench/gpu_compile_deviceless.py).
+GPU_COMPILER_JAX ?= 0.9.1
 gpu-compiler: $(GPU_COMPILER)/.installed
 
 $(GPU_COMPILER)/.installed:
 	python3 -m venv $(GPU_COMPILER)
-	$(GPU_COMPILER)/bin/python -m pip install -q "jax[cuda12]==0.10.2"
+	$(GPU_COMPILER)/bin/python -m pip install -q "jax[cuda12]==$(GPU_COMPILER_JAX)"
 	touch $@
 
 clean:
