@@ -9,13 +9,36 @@ import tensorflow as tf
 
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling.activations import get_activation
+from bert_tf.modeling.placement import gpu_visible, in_xla_computation
 
 _PACKAGE = "bert_tf"
 
 
-def gather_positions(sequence_output, positions):
-  """``[B,S,H]`` gathered at ``[B,P]`` positions -> ``[B,P,H]`` (the original's gather_indexes)."""
-  return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
+def gather_positions(sequence_output, positions, compute_dtype=None):
+  """``[B,S,H]`` gathered at ``[B,P]`` positions -> ``[B,P,H]`` (the original's gather_indexes).
+
+  ``compute_dtype``: the dtype the caller computes with the gathered rows in, when it casts
+  them to it first thing (the masked LM head's dense layer does); the rows may then come back
+  in it. Where it (or the rows' own dtype) is 16-bit, under XLA on a GPU, the rows are cast to
+  it and gathered as a batched matmul by the positions' one-hot ``[B,P,S]`` matrix: the same
+  values (each output is one product by 1.0, summed with exact zeros in float32), and a
+  gradient that is the transposed product instead of a scatter-add into a zeroed float32
+  ``[B*S,H]``. That scatter is what led XLA's GPU layout assignment (TensorFlow 2.21's XLA)
+  to lay the encoder's whole hidden stream out transposed, with a transpose kernel around
+  every residual add and dropout, forward and backward (BENCHMARKS.md, "The masked LM's
+  gather as a one-hot product"). A position outside ``[0, S)`` gives zeros, as the GPU's
+  gather does. Float32 keeps the gather (a GPU's matmul may round float32 operands to TF32).
+  """
+  positions = tf.cast(positions, tf.int32)
+  dtype = tf.as_dtype(compute_dtype or sequence_output.dtype)
+  if dtype in (tf.bfloat16, tf.float16) and gpu_visible() and in_xla_computation():
+    rows = tf.cast(sequence_output, dtype)
+    length = rows.shape[1]
+    if length is None:
+      length = tf.shape(rows)[1]
+    one_hot = tf.one_hot(positions, length, dtype=dtype)  # [B,P,S]
+    return tf.matmul(one_hot, rows)
+  return tf.gather(sequence_output, positions, batch_dims=1)
 
 
 def _matmul_transposed(x, weights):
@@ -109,7 +132,8 @@ class MaskedLMHead(_HeadLayer):
     self.built = True
 
   def call(self, sequence_output, masked_lm_positions, embedding_table):
-    x = gather_positions(sequence_output, masked_lm_positions)  # [B,P,H]
+    x = gather_positions(sequence_output, masked_lm_positions,
+                         self.compute_dtype)  # [B,P,H], cast by transform_dense anyway
     x = self.transform_layer_norm(self.transform_dense(x))  # [B,P,H] float32
     dtype = self.compute_dtype
     batch, num_masked = tf.shape(x)[0], tf.shape(x)[1]
