@@ -311,11 +311,11 @@ def test_a_repeated_row_loads_its_programs_from_the_xla_cache(stub_peer_run):
   module's stub-peer row."""
   first_stdout, _, args = stub_peer_run
   cache = next(a for a in args if a.startswith("--xla_cache_dir=")).split("=", 1)[1]
-  second_stdout = _run_bench(*args, timeout=200)
-  assert second_stdout.returncode == 0, second_stdout.stderr[-2000:]
+  proc = _run_bench(*args, timeout=200)
+  assert proc.returncode == 0, proc.stderr[-2000:]
   first, second = (next(l for l in stdout.splitlines() if l.startswith("  warm-up "))
-                   for stdout in (first_stdout, second_stdout.stdout))
-  for stdout in (first_stdout, second_stdout.stdout):
+                   for stdout in (first_stdout, proc.stdout))
+  for stdout in (first_stdout, proc.stdout):
     assert f"xla_cache_dir={cache}" in stdout
   assert "Compiling for CPU using JIT" in first and "Serializing and saving cache entry" in first
   assert "Compiling for CPU using JIT" not in second, second
