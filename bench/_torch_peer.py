@@ -10,8 +10,9 @@ line (see ``_harness.emit``).
 
 On a GPU (the peer of ``bench_pretraining_gpu.py``): ``--device=cuda --compile --dtype=bfloat16``
 runs the same step under ``torch.compile`` with bf16 autocast (float32 master weights), fused
-AdamW and SDPA attention, synchronizing the device after each step so that wall times are
-the GPU's; the result adds ``peak_gpu_memory_gb`` (bytes allocated at the peak of the timed
+AdamW and SDPA attention, synchronizing the device after every ``--steps_per_sync`` steps
+(one timed call) so that wall times are the GPU's; ``sequences_per_second`` is over all the
+timed calls; the result adds ``peak_gpu_memory_gb`` (bytes allocated at the peak of the timed
 steps, warm-up excluded, as bert_tf's is measured) and ``peak_gpu_memory_gb_with_warmup``.
 
 The model is the same BERT as bert_tf's: same sizes, tanh-GELU (``gelu_pytorch_tanh``, the
@@ -53,7 +54,13 @@ def main():
   parser.add_argument("--attention_probs_dropout_prob", type=float, default=None,
                       help="the attention probabilities' dropout (default: the config's, "
                            "BERT's 0.1)")
+  parser.add_argument("--steps_per_sync", type=int, default=1,
+                      help="steps per timed call: the device is synchronized once per call "
+                           "(bench_pretraining_gpu.py passes its rows' steps_per_loop, so that "
+                           "both sides wait for the GPU equally often)")
   args = parser.parse_args()
+  if args.steps_per_sync < 1:
+    parser.error(f"--steps_per_sync must be at least 1, got {args.steps_per_sync}")
 
   import torch  # pylint: disable=import-outside-toplevel
   import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
@@ -88,12 +95,10 @@ def main():
   if args.mode == "infer":
     bert.eval()
 
-    def step():
+    def one_step():
       with torch.inference_mode(), autocast:
         out = run_bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
                        token_type_ids=t["segment_ids"])
-      if cuda:
-        torch.cuda.synchronize()
       return out.last_hidden_state, out.pooler_output
   else:
     bert.train()
@@ -114,7 +119,7 @@ def main():
     params = list(named.values())
     h = hf_config.hidden_size
 
-    def step():
+    def one_step():
       with autocast:
         out = run_bert(input_ids=t["input_ids"], attention_mask=t["input_mask"],
                        token_type_ids=t["segment_ids"])
@@ -131,9 +136,16 @@ def main():
       torch.nn.utils.clip_grad_norm_(params, 1.0)
       optimizer.step()
       optimizer.zero_grad(set_to_none=True)
-      if cuda:
-        torch.cuda.synchronize()
       return loss
+
+  def step():
+    # steps_per_sync steps queued back to back, then one wait for the device (nothing in a
+    # step reads a value back to the host).
+    for _ in range(args.steps_per_sync):
+      out = one_step()
+    if cuda:
+      torch.cuda.synchronize()
+    return out
 
   warmup_peak = []
 
@@ -159,7 +171,13 @@ def main():
                 "transformers": transformers.__version__},
       threads=torch.get_num_threads(),
       attention_probs_dropout_prob=hf_config.attention_probs_dropout_prob,
-      attn_implementation=getattr(bert.config, "_attn_implementation", None))
+      attn_implementation=getattr(bert.config, "_attn_implementation", None),
+      steps_per_call=args.steps_per_sync,
+      # Over all the timed calls, as bench_pretraining_gpu.py measures bert_tf's rows (slow
+      # steps included); median_update_s is the median call's time per step.
+      sequences_per_second=(args.batch_size * args.steps_per_sync * len(result["times_s"])
+                            / sum(result["times_s"])),
+      median_update_s=result["median_s"] / args.steps_per_sync)
   if cuda:
     peak = torch.cuda.max_memory_allocated()
     result["peak_gpu_memory_gb"] = peak / 1e9  # over the timed steps

@@ -640,8 +640,10 @@ def run_torch_peer(result):
          "--device=cuda", "--compile", "--mode=train", f"--config={result['model']}",
          f"--batch_size={result['batch_size']}", f"--seq_length={result['seq_length']}",
          f"--num_predictions={result['num_predictions']}", f"--dtype={result['dtype']}",
-         f"--min_repeats={FLAGS.loops * FLAGS.steps_per_loop}",
-         f"--max_repeats={FLAGS.loops * FLAGS.steps_per_loop}",
+         # Timed as the row is: loops calls of steps_per_loop updates, the GPU waited for
+         # once per call.
+         f"--steps_per_sync={result['steps_per_loop']}",
+         f"--min_repeats={result['loops']}", f"--max_repeats={result['loops']}",
          # The row's attention dropout (0 where bert_tf's row takes the fused kernel): the
          # same work on both sides.
          f"--attention_probs_dropout_prob={result['attention_probs_dropout_prob']}"]
@@ -653,7 +655,9 @@ def run_torch_peer(result):
   config = BertConfig.from_dict(_harness.config_dict(result["model"]))
   flops_per_sequence = flops.train_flops_per_sequence(config, result["seq_length"],
                                                       result["num_predictions"])
-  peer["sequences_per_second"] = result["batch_size"] / peer["median_s"]
+  # Sequences over the whole timed calls, the statistic of bert_tf's rows (not a median).
+  peer["sequences_per_second"] = (result["batch_size"] * peer["steps_per_call"]
+                                  * len(peer["times_s"]) / sum(peer["times_s"]))
   peer["mfu"] = (flops.mfu(flops_per_sequence, peer["sequences_per_second"],
                            result["peak_flops"]) if result.get("peak_flops") else None)
   return peer

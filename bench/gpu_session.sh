@@ -35,10 +35,13 @@ part() { local t=$1; shift; local done=/tmp/gpu_session_done/$(echo "$*" | md5su
   timeout -k 5 "$t" "$@" >> "$L" 2>&1; echo "=== exit $? $(date +%T)" | tee -a "$L"
   mkdir -p /tmp/gpu_session_done && touch "$done"; cp "$L" "$KEEP"; save_autotune; }
 # peer CONFIG BATCH SEQ PREDICTIONS [ATTENTION_DROPOUT]: the peer with the rows' attention
-# dropout (0 beside the fused-kernel rows: the same work on both sides; default BERT's 0.1).
+# dropout (0 beside the fused-kernel rows: the same work on both sides; default BERT's 0.1),
+# timed as the rows are: 2 calls of 10 updates, the GPU waited for once a call; compare its
+# sequences_per_second (over the whole timed calls, as the rows') with theirs. Until
+# 2026-11-28 the peer waited after every update and the tables quoted its median update.
 peer() { part 170 env -u PYTHONPATH -u LD_LIBRARY_PATH python3 bench/_torch_peer.py \
   --device=cuda --compile --mode=train --config=$1 --batch_size=$2 --seq_length=$3 \
-  --num_predictions=$4 --dtype=bfloat16 --min_repeats=20 --max_repeats=20 \
+  --num_predictions=$4 --dtype=bfloat16 --steps_per_sync=10 --min_repeats=2 --max_repeats=2 \
   --attention_probs_dropout_prob=${5:-0.1}; }
 # Every row says where its warm-up went (--compile_timers: the Python trace, TensorFlow's XLA
 # compile, XLA's HLO passes with autotuning, LLVM, PTX to cubin): on 2026-11-28 155 s for a

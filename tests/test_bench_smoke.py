@@ -241,7 +241,9 @@ def stub_peer_run(tmp_path_factory):
       "import json, sys\n"
       f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
       "flags = dict(a[2:].split('=', 1) for a in sys.argv[2:] if '=' in a)\n"
-      "print('RESULT ' + json.dumps({'median_s': 0.5, 'peak_gpu_memory_gb': 1.5,\n"
+      # Three timed calls, one slow: the median call (0.2 s) is not the mean (0.5 s).
+      "print('RESULT ' + json.dumps({'times_s': [0.2, 1.1, 0.2], 'median_s': 0.2,\n"
+      "    'steps_per_call': int(flags['steps_per_sync']), 'peak_gpu_memory_gb': 1.5,\n"
       "    'attention_probs_dropout_prob': float(flags['attention_probs_dropout_prob'])}))\n")
   stub.chmod(0o755)
   args = ("--smoke", "--phases=1", "--squad=false", "--xla=true", "--compile_timers",
@@ -253,15 +255,19 @@ def stub_peer_run(tmp_path_factory):
 
 
 def test_the_peer_runs_with_the_rows_attention_dropout(stub_peer_run):
-  """--torch_python: the peer is called with the row's shapes and its attention dropout (0
-  where bert_tf's row takes the fused kernel), and the side-by-side table shows both sides'."""
+  """--torch_python: the peer is called with the row's shapes, its attention dropout (0
+  where bert_tf's row takes the fused kernel) and its timing (calls of steps_per_loop
+  updates), and the side-by-side table shows both sides' over their whole timed calls."""
   stdout, args, _ = stub_peer_run
   assert args[0] == os.path.join(_BENCH, "_torch_peer.py")
+  # Timed as the smoke row is (--smoke: 1 call of 2 updates), the GPU waited for once a call.
   assert {"--config=tiny", "--batch_size=4", "--seq_length=32", "--num_predictions=5",
-          "--mode=train", "--attention_probs_dropout_prob=0.0"} <= set(args[1:])
-  # 4 sequences in the stub's 0.5 s: 8 seq/s on the peer's side.
+          "--mode=train", "--attention_probs_dropout_prob=0.0", "--steps_per_sync=2",
+          "--min_repeats=1", "--max_repeats=1"} <= set(args[1:])
   assert "| tiny | phase1 | float32 | yes | 4 | 0.0 / 0.0 |" in stdout
-  assert "| 8 | n/a | 1.5 |" in stdout
+  # The stub's 3 calls of 2 updates of 4 sequences in 1.5 s: 16 seq/s, over the whole time as
+  # bert_tf's rows are (its median call would say 40).
+  assert "| 16 | n/a | 1.5 |" in stdout
 
 
 def test_compile_timers_say_where_the_warm_up_went(stub_peer_run):
