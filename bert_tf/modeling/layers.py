@@ -406,6 +406,33 @@ def attention_recomputed(q, k, v, adder, scale, rate, seed):
   return fn(q, k, v, adder, seed)
 
 
+def fan_out_for_gemm_sums(x, n):
+  """``n`` identities of ``x`` (one per use) whose gradients are summed as
+  ``g[n-1] + (... + (g[1] + g[0]))``: the left fold ``((g[0] + g[1]) + g[2]) + ...`` with each
+  add's operands swapped, the newest term first. TensorFlow's own gradient of ``x`` used ``n``
+  times is a left fold too (an AddN), of the same terms in an order of its choosing: the sums
+  differ only by the rounding of their adds in the compute dtype.
+
+  Why: XLA's GPU compile folds an add of a GEMM's output into that GEMM (cuBLAS accumulating
+  onto the other operand, beta = 1) when the add's first GEMM operand can take it. Where x
+  feeds the residual and three products (q, k, v in the fused kernel's layout), the AddN's left
+  fold hands the second add a GEMM that already took the first, and XLA writes that sum in a
+  kernel of its own: one more pass over ``[B*S,H]`` per layer and update (BENCHMARKS.md, "The
+  input gradient's sum in the GEMMs"). Newest first, each of the three GEMMs takes one add."""
+
+  @tf.custom_gradient
+  def fan_out(x):
+    def grad(*upstream):
+      total = None
+      for g in upstream:
+        if g is not None:
+          total = g if total is None else g + total
+      return tf.zeros_like(x) if total is None else total
+    return [tf.identity(x) for _ in range(n)], grad
+
+  return fan_out(x)
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertSelfAttention(_ConfigLayer):
   """Multi-head self-attention: ``query``, ``key``, ``value`` dense layers ([H,H] kernels).
@@ -436,13 +463,25 @@ class BertSelfAttention(_ConfigLayer):
     self.dropout = Dropout(c.attention_probs_dropout_prob, dtype=self.dtype_policy)
     self.built = True
 
-  def call(self, x, attention_adder, training=None, output_attentions=True):
+  def _fused(self, x, training, output_attentions):
     c = self.config
-    dtype = self.compute_dtype
-    fused = fused_attention.use_fused(
-        c.attention_implementation, dtype=dtype, head_size=c.head_size,
+    return fused_attention.use_fused(
+        c.attention_implementation, dtype=self.compute_dtype, head_size=c.head_size,
         shapes_static=x.shape[0] is not None and x.shape[1] is not None,
         dropout_rate=self.dropout.rate if training else 0.0, want_probs=output_attentions)
+
+  def projects_separately(self, x, training=None, output_attentions=True):
+    """Whether this call computes q, k and v as three products of ``x`` (the fused kernel in
+    the hidden stream's layout, ``cudnn_btnh`` and what ``auto`` takes), which may then read
+    three inputs of their own (``projection_inputs``)."""
+    return (self._fused(x, training, output_attentions)
+            and self.config.attention_implementation in ("cudnn_btnh", "auto"))
+
+  def call(self, x, attention_adder, training=None, output_attentions=True,
+           projection_inputs=None):
+    c = self.config
+    dtype = self.compute_dtype
+    fused = self._fused(x, training, output_attentions)
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
     if fused and c.attention_implementation in ("cudnn_btnh", "auto"):
@@ -450,10 +489,12 @@ class BertSelfAttention(_ConfigLayer):
       # kernel reads in place; its output is the same view of [B*S,H] (no layout copy on
       # either side). What auto takes: on an H100 it passed the fused-kernel check, and a
       # BERT-Large update spent 9.3 ms in transposes (11.3 on the [B,N,S,D] layout) and peaked
-      # 0.7 GB lower, at the same GPU time (BENCHMARKS.md, 2026-11-28).
-      q, k, v = (tf.reshape(layer(x), [x.shape[0], x.shape[1], c.num_attention_heads,
-                                       c.head_size])
-                 for layer in (self.query, self.key, self.value))
+      # 0.7 GB lower, at the same GPU time (BENCHMARKS.md, 2026-11-28). projection_inputs:
+      # x once per product (TransformerBlock's fan_out_for_gemm_sums), else x itself.
+      q, k, v = (tf.reshape(layer(inputs), [x.shape[0], x.shape[1], c.num_attention_heads,
+                                            c.head_size])
+                 for layer, inputs in zip((self.query, self.key, self.value),
+                                          projection_inputs or (x, x, x)))
       context = fused_attention.cudnn_attention_btnh(
           q, k, v, fused_attention.key_lengths_from_adder(attention_adder))  # [B,F,N,D]
       return tf.reshape(context, [batch, seq, c.hidden_size]), None
@@ -536,9 +577,18 @@ class TransformerBlock(_ConfigLayer):
     # copies, with transposes around each, ../shared/perf/GPU-2026-11-25.md). Same numbers:
     # the reshapes move no element, and the dropout masks are drawn over the same flat index.
     hidden = self.config.hidden_size
-    flat = tf.reshape(x, [-1, hidden])  # [B*S,H]
+    projection_inputs = None
+    if self.attention.projects_separately(x, training, output_attentions):
+      # x feeds the residual and three products: its gradient is their four gradients'
+      # sum, which XLA's GPU compile then folds into the three products' GEMMs
+      # (fan_out_for_gemm_sums).
+      residual, *projection_inputs = fan_out_for_gemm_sums(x, 4)
+    else:
+      residual = x
+    flat = tf.reshape(residual, [-1, hidden])  # [B*S,H]
     context, probs = self.attention(x, attention_adder, training=training,
-                                    output_attentions=output_attentions)
+                                    output_attentions=output_attentions,
+                                    projection_inputs=projection_inputs)
     attention_output = self.attention_output_dense(tf.reshape(context, [-1, hidden]))
     attention_output = self.attention_dropout(attention_output, training=training)
     attention_output = self._add_and_norm(self.attention_output_layer_norm,
