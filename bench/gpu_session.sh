@@ -57,8 +57,10 @@ peer large 128 128 20 0
 # 1b. The GPU's own optimized HLO of a 2-layer BERT-Large update with the defaults, and its
 #    census: the 2026-11-28 profile had 9.3 ms of transpose fusions per update (TensorFlow
 #    2.21's XLA), which the deviceless compile under jaxlib 0.9.1 reproduced and the masked
-#    LM's one-hot gather removed there: expected 0 transposes. The module comes back as a
-#    file to read without a GPU.
+#    LM's one-hot gather removed there: expected 0 transposes; and no add-only kernel
+#    (`wrapped_add`, AddN) per layer: each layer input's gradient sum folded into the q/k/v
+#    GEMMs (beta 1; layers.fan_out_for_gemm_sums). The module comes back as a file to read
+#    without a GPU.
 part 150 python3 bench/hlo_census.py --layers=2 --hidden=1024 --heads=16 --batch=128 \
   --seq=128 --attention_probs_dropout_prob=0 --top=30 --dump_dir=/tmp/gpu_hlo
 f=$(ls -S /tmp/gpu_hlo/*update*after_optimizations.txt 2>/dev/null | head -1)
