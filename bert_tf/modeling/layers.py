@@ -450,6 +450,9 @@ class BertSelfAttention(_ConfigLayer):
   attention dropout) as ``attention_recomputed``: ``attention_probs`` is then None.
   """
 
+  # The implementations whose fused kernel reads q, k, v as three [B,S,N,D] products of x.
+  _SEPARATE_PROJECTIONS = ("cudnn_btnh", "auto")
+
   def __init__(self, config, **kwargs):
     super().__init__(config, **kwargs)
     c = self.config
@@ -475,7 +478,7 @@ class BertSelfAttention(_ConfigLayer):
     the hidden stream's layout, ``cudnn_btnh`` and what ``auto`` takes), which may then read
     three inputs of their own (``projection_inputs``)."""
     return (self._fused(x, training, output_attentions)
-            and self.config.attention_implementation in ("cudnn_btnh", "auto"))
+            and self.config.attention_implementation in self._SEPARATE_PROJECTIONS)
 
   def call(self, x, attention_adder, training=None, output_attentions=True,
            projection_inputs=None):
@@ -484,7 +487,7 @@ class BertSelfAttention(_ConfigLayer):
     fused = self._fused(x, training, output_attentions)
     batch = tf.shape(x)[0]
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
-    if fused and c.attention_implementation in ("cudnn_btnh", "auto"):
+    if fused and c.attention_implementation in self._SEPARATE_PROJECTIONS:
       # q, k, v as three [B*S,H] products (the Dense layers'), each a [B,S,N,D] view the
       # kernel reads in place; its output is the same view of [B*S,H] (no layout copy on
       # either side). What auto takes: on an H100 it passed the fused-kernel check, and a
