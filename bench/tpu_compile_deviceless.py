@@ -42,10 +42,15 @@ TPU_PYTHON = os.path.join(_ROOT, ".venv-tpu-compiler", "bin", "python")
 # jax.experimental.topologies, HBM in GiB per device (Cloud TPU documentation).
 TPUS = {"v2": ("v2:2x2", 8), "v3": ("v3:2x2", 16), "v4": ("v4:2x2x1", 32),
         "v5e": ("v5e:2x2", 16)}
-# Devices (TensorFlow's replicas) of the slices tpu_configs/ is written for: a v2 or v3 chip
-# has two cores, a v4 chip is one device (megacore), a v5e chip one core.
-SLICE_DEVICES = {"v2-8": 8, "v3-8": 8, "v4-8": 4, "v5e-8": 8, "v3-32": 32, "v4-32": 16}
 GIB = 2 ** 30
+
+
+def _accelerators():
+  """tpu_configs/make_configs.py's table: slice -> (devices as TensorFlow's replicas, the
+  per-replica batches of its files)."""
+  sys.path.insert(0, os.path.join(_ROOT, "tpu_configs"))
+  import make_configs  # pylint: disable=import-outside-toplevel,import-error
+  return make_configs.ACCELERATORS
 
 
 def shapes_of_flagfile(path):
@@ -57,16 +62,17 @@ def shapes_of_flagfile(path):
       if line.startswith("--") and "=" in line:
         key, value = line[2:].strip().split("=", 1)
         flags[key] = value
+  accelerators = _accelerators()
   match = re.fullmatch(r"bert_(base|large)_phase\d_(v\w+-\d+)\.flags", os.path.basename(path))
-  if not match or match.group(2) not in SLICE_DEVICES:
+  if not match or match.group(2) not in accelerators:
     raise ValueError("not a pretraining file of tpu_configs/ (bert_<base|large>_phase<N>_"
-                     f"<{'|'.join(SLICE_DEVICES)}>.flags)")
+                     f"<{'|'.join(accelerators)}>.flags)")
   model, slice_name = match.groups()
   for key in ("train_batch_size", "max_seq_length", "max_predictions_per_seq"):
     if key not in flags:
       raise ValueError(f"no --{key}")
   accumulation = int(flags.get("gradient_accumulation_steps", 1))
-  batch, devices = int(flags["train_batch_size"]), SLICE_DEVICES[slice_name]
+  batch, devices = int(flags["train_batch_size"]), accelerators[slice_name][0]
   if batch % (devices * accumulation):
     raise ValueError(f"train_batch_size {batch} is not a multiple of {devices} "
                      f"devices x {accumulation} accumulation steps")
