@@ -10,13 +10,14 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
 from bert_tf import flops
 from bert_tf.modeling import BertConfig
+
+from tests import warm
 
 _BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 
@@ -33,8 +34,8 @@ def _load_bench():
 
 def _run_bench(*args, timeout=300):
   """bench/bench_pretraining_gpu.py run as a script with ``args``: the finished process."""
-  return subprocess.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
-                         *args], capture_output=True, text=True, check=False, timeout=timeout)
+  return warm.run([sys.executable, os.path.join(_BENCH, "bench_pretraining_gpu.py"),
+                   *args], capture_output=True, text=True, check=False, timeout=timeout)
 
 
 _ROW = dict(batch_size=2, steps_per_loop=3, loops=2, seq_length=16, num_predictions=3)

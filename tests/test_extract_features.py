@@ -2,12 +2,12 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests import warm
 from tests.conftest import FIXTURES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,8 +16,8 @@ LINES = ["The quick brown fox jumps over the lazy dog. ||| It barked back.",
 
 
 def _run(*args):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"), *args],
-                        capture_output=True, text=True, cwd=ROOT, timeout=600)
+  return warm.run([sys.executable, os.path.join(ROOT, "extract_features.py"), *args],
+                  capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def _common(minilm_path):

@@ -9,10 +9,10 @@ until the test removes the ready file (having changed, say, a file the process r
 import os
 import signal
 import struct
-import subprocess
 import time
 
 from bert_tf import faults
+from tests import warm
 
 WAIT_S = 600  # Start-up of a TensorFlow script on a loaded 2-core machine, and the work before.
 
@@ -42,7 +42,7 @@ def wait_at_point(process, ready, timeout=WAIT_S):
 def start_at_point(command, base_env, point, n, ready, action="pause", **popen):
   """Starts ``command`` with ``pause`` (or ``hold``: it goes on once ``ready`` is removed) at
   ``point`` (n-th pass or number ``n``); returns the process once it waits there."""
-  process = subprocess.Popen(command, env=env(base_env, point, n, ready, action), **popen)  # pylint: disable=consider-using-with
+  process = warm.Popen(command, env=env(base_env, point, n, ready, action), **popen)
   try:
     wait_at_point(process, ready)
   except BaseException:

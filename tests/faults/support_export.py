@@ -4,8 +4,9 @@ its one-line error, fingerprint a folder."""
 import hashlib
 import os
 import pathlib
-import subprocess
 import sys
+
+from tests import warm
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -14,8 +15,8 @@ def run_script(*argv, timeout=600):
   """``python argv...`` from the repository root (``run_squad.py ...``, ``-m bert_tf ...``)
   -> CompletedProcess with text stdout/stderr."""
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-  return subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
-                        cwd=ROOT, env=env, timeout=timeout)
+  return warm.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
+                  cwd=ROOT, env=env, timeout=timeout)
 
 
 def error_line(result):

@@ -7,7 +7,6 @@ the test wrote (TensorFlow's writer), not taken from the code under test.
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -16,6 +15,8 @@ import tensorflow as tf
 
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
+
+from tests import warm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED, RECORDS = 16, 3, 300
@@ -66,8 +67,8 @@ def _run(work_dir, out, extra=(), steps=60, files="data-*.tfrecord"):
              "--num_warmup_steps=0", "--seed=1", "--steps_per_loop=5",
              "--save_checkpoints_steps=5", *extra]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
-  return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env=env)
+  return warm.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env=env)
 
 
 def _one_line(result):
@@ -104,9 +105,9 @@ def test_damaged_record_mid_run_is_one_line_and_again_after_resume(work, tmp_pat
   assert steps, "the damage must be met mid-run, after some training"
   assert tf.train.latest_checkpoint(str(out)) is not None
   # The checker names the same record.
-  check = subprocess.run([sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
-                          f"--input_file={work_dir}/data-*.tfrecord"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=600)
+  check = warm.run([sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
+                    f"--input_file={work_dir}/data-*.tfrecord"], capture_output=True,
+                   text=True, cwd=ROOT, timeout=600)
   assert _one_line(check) == expected.replace(PROG, "check_tfrecords.py", 1)
   if how == "truncated":
     return  # the rest is the same for both kinds of damage

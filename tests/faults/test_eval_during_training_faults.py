@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bert_tf.modeling import checkpoints
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.faults import hook
 from tests.faults.test_training_classifier import _env, _examples
@@ -42,8 +43,8 @@ def command(tmp_path_factory, uncased_vocab):
 
 
 def _run(command, out, env=None):
-  return subprocess.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env=env or _env())
+  return warm.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env=env or _env())
 
 
 def _history(out):

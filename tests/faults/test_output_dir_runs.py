@@ -16,6 +16,7 @@ import subprocess
 import pytest
 import tensorflow as tf
 
+from tests import warm
 from tests.faults import hook
 from tests.faults.test_training_pretraining import _digests
 from tests.training.test_run_pretraining import ROOT, _command, _env, workdir  # noqa: F401
@@ -26,8 +27,8 @@ FLAGS = ["--steps_per_loop=1", "--save_checkpoints_steps=1", "--keep_checkpoint_
 
 
 def _run(command, env=None):
-  return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env=env or _env())
+  return warm.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env=env or _env())
 
 
 def _resume_command(work, out, extra=()):

@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.faults import hook
 from tests.faults.test_training_pretraining import SIGNALS, _digests, _state, seeded_points
@@ -46,8 +47,8 @@ def command(tmp_path_factory, uncased_vocab):
 
 
 def _run(command, out, env=None):
-  return subprocess.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env=env or _env())
+  return warm.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env=env or _env())
 
 
 @pytest.fixture(name="straight", scope="module")

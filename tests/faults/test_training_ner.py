@@ -7,11 +7,11 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 
 import pytest
 
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.faults import hook
 from tests.faults.test_training_pretraining import _digests, _state
@@ -48,8 +48,8 @@ def command(tmp_path_factory, uncased_vocab):
 
 
 def _run(command, out, env=None):
-  return subprocess.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env=env or _env(), check=False)
+  return warm.run(command(out), capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env=env or _env(), check=False)
 
 
 def test_sigkill_at_seeded_points_then_the_same_command_gives_the_uninterrupted_outputs(

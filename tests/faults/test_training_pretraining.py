@@ -16,6 +16,7 @@ import subprocess
 import pytest
 import tensorflow as tf
 
+from tests import warm
 from tests.faults import hook
 # The module fixture ``workdir`` (TFRecords by Google's create_pretraining_data) and helpers.
 from tests.training.test_run_pretraining import (PRED, ROOT, SEQ, _command, _env,  # noqa: F401
@@ -28,8 +29,8 @@ PROG = "run_pretraining.py"
 
 
 def _run(work, out, extra=(), env=None, steps=STEPS):
-  return subprocess.run(_command(work, out, steps, [*FLAGS, *extra]), capture_output=True,
-                        text=True, cwd=ROOT, timeout=600, env=env or _env())
+  return warm.run(_command(work, out, steps, [*FLAGS, *extra]), capture_output=True,
+                  text=True, cwd=ROOT, timeout=600, env=env or _env())
 
 
 def _digests(folder):
@@ -220,17 +221,11 @@ def test_failures_are_one_line_errors_and_nothing_is_overwritten(workdir, straig
   cases = _error_cases(workdir, straight, tmp_path)
   before = [_digests(out) if out.exists() else {} for _, out, _ in cases]
   states = [(out / "checkpoint").read_text() if out.exists() else None for _, out, _ in cases]
-  # Two at a time: each is mostly TensorFlow's start-up.
-  for i in range(0, len(cases), 2):
-    processes = [subprocess.Popen(_command(workdir, out, STEPS, [*FLAGS, *extra]), cwd=ROOT,
-                                  env=_env(), text=True, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE)
-                 for extra, out, _ in cases[i:i + 2]]
-    for process, (_, out, line) in zip(processes, cases[i:i + 2]):
-      _, stderr = process.communicate(timeout=600)
-      assert process.returncode == 1, stderr[-3000:]
-      assert "Traceback" not in stderr
-      assert stderr.strip().splitlines()[-1] == line
+  for extra, out, line in cases:
+    result = _run(workdir, out, extra)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == line
   for (_, out, _), digests, state in zip(cases, before, states):
     if state is not None:
       assert _digests(out) == digests

@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import random
-import subprocess
 import sys
 
 import keras
@@ -28,6 +27,7 @@ from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import distribution, squad
+from tests import warm
 from tests.reference import google_models
 from tests.reference.google_bert import google
 from tests.squad.conftest import (SQUAD_FIXTURES, V1_SAMPLE, V2_HANDMADE, original_flags,
@@ -433,7 +433,7 @@ def test_bad_input_one_line_errors(tmp_path, uncased_vocab, overrides, message):
 def test_script_bad_input_exits_1_with_one_line(tmp_path, uncased_vocab):
   config = tmp_path / "bert_config.json"
   config.write_text(json.dumps(CONFIG))
-  process = subprocess.run(
+  process = warm.run(
       [sys.executable, str(REPO / "run_squad.py"), f"--vocab_file={uncased_vocab}",
        f"--bert_config_file={config}", f"--output_dir={tmp_path / 'out'}", "--do_train",
        f"--train_file={tmp_path / 'nope.json'}"],

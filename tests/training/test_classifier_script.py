@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.reference import google_models
 from tests.reference.google_bert import google
@@ -50,7 +51,7 @@ def run(tmp_path_factory, uncased_vocab):
   init_checkpoint = checkpoints.save_google_checkpoint(encoder, str(tmp / "init" /
                                                                    "bert_model.ckpt"))
   out = tmp / "out"
-  result = subprocess.run(_command(
+  result = warm.run(_command(
       f"--init_checkpoint={init_checkpoint}",
       "--task_name=MRPC", f"--data_dir={MRPC}", f"--vocab_file={uncased_vocab}",
       f"--bert_config_file={config_file}", f"--output_dir={out}", "--do_train=True",
@@ -189,17 +190,14 @@ def test_bad_input_is_one_line_error(tmp_path, uncased_vocab):
       (["--task_name=MRPC"], "at least one of --do_train, --do_eval or --do_predict must be "
                              "True (or --export_dir to export a fine-tuned checkpoint)"),
   ]
-  # Both at once: each is mostly TensorFlow's start-up. Each has an output folder of its own:
-  # two runs on one folder are refused (its lock), whichever checks first.
-  processes = [subprocess.Popen(_command(*common, f"--output_dir={tmp_path / f'out{i}'}",
-                                         *args), cwd=ROOT, env=_env(), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for i, (args, _) in enumerate(cases)]
-  for process, (_, needle) in zip(processes, cases):
-    _, stderr = process.communicate(timeout=600)
-    assert process.returncode == 1, stderr[-2000:]
-    assert "Traceback" not in stderr
-    assert f"run_classifier.py: error: {needle}" in stderr.splitlines()
+  # Each has an output folder of its own (tests/warm.py runs them forked, one after the
+  # other, without TensorFlow's start-up).
+  for i, (args, needle) in enumerate(cases):
+    result = warm.run(_command(*common, f"--output_dir={tmp_path / f'out{i}'}", *args),
+                      cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert f"run_classifier.py: error: {needle}" in result.stderr.splitlines()
 
 
 def test_output_folders_load_alone(run, capsys):

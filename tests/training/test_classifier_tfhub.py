@@ -21,6 +21,7 @@ import pytest
 from bert_tf import tfhub
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertModel, checkpoints
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.inference.model_server import ModelServer
 from tests.reference import google_models
@@ -240,7 +241,7 @@ def test_bad_handles_are_one_line_errors(tmp_path, monkeypatch):
 
 def _run(script, out, *flags):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-  return subprocess.run(
+  return warm.run(
       [sys.executable, os.path.join(ROOT, script), "--task_name=MRPC", f"--data_dir={MRPC}",
        f"--output_dir={out}", "--do_train=True", "--do_eval=True", "--do_predict=True",
        "--max_seq_length=32", "--train_batch_size=2", "--eval_batch_size=4",

@@ -11,7 +11,6 @@ import io
 import json
 import random
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -27,6 +26,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.export import saved_models
 from bert_tf.modeling import BertClassifier, checkpoints
 from bert_tf.training import classifier
+from tests import warm
 from tests.conftest import FIXTURES
 
 HERE = FIXTURES / "multilabel"
@@ -224,7 +224,7 @@ def test_run_classifier_multi_label(minilm_path, tmp_path):
              "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
              "--num_train_epochs=3", "--learning_rate=2e-4", "--save_checkpoints_steps=18",
              "--eval_during_training"]
-  done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+  done = warm.run(command, capture_output=True, text=True, timeout=300, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "Traceback" not in done.stderr
   results = {k: float(v) for k, v in (line.split(" = ") for line in

@@ -5,13 +5,13 @@ export is read by Google's code, and a run killed with SIGKILL resumes to the sa
 import os
 import random
 import signal
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import warm
 from tests.reference.google_bert import google
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,7 +70,7 @@ def _google_export(output_dir):
 
 def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
   out = tmp_path / "out"
-  result = subprocess.run(
+  result = warm.run(
       _command(workdir, out, 40, [f"--vocab_file={uncased_vocab}",
                                   "--do_eval=True", "--steps_per_loop=10",
                                   "--save_checkpoints_steps=20", "--max_eval_steps=5",
@@ -95,7 +95,7 @@ def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
   assert {"bert/embeddings/word_embeddings", "cls/predictions/output_bias",
           "cls/seq_relationship/output_weights", "global_step"} <= names
   # An eval-only run from the training checkpoint gives the same numbers again.
-  again = subprocess.run(
+  again = warm.run(
       _command(workdir, out, 40, ["--do_train=False", "--do_eval=True", "--max_eval_steps=5"]),
       capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
   assert again.returncode == 0, again.stderr[-3000:]
@@ -111,17 +111,17 @@ def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
 def test_killed_run_resumes_to_the_same_weights(workdir, tmp_path):
   steps = 12
   flags = ["--steps_per_loop=1", "--save_checkpoints_steps=1", "--keep_checkpoint_max=20"]
-  straight = subprocess.run(_command(workdir, tmp_path / "straight", steps, flags),
-                            capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  straight = warm.run(_command(workdir, tmp_path / "straight", steps, flags),
+                      capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
   assert straight.returncode == 0, straight.stderr[-3000:]
   killed_dir = tmp_path / "killed"
   # SIGKILL after step 5's progress line, before its save (the fault point of bert_tf.faults).
-  killed = subprocess.run(_command(workdir, killed_dir, steps, flags), cwd=ROOT, timeout=600,
-                          env={**_env(), "BERT_TF_FAULT": "kill:step:5"}, capture_output=True)
+  killed = warm.run(_command(workdir, killed_dir, steps, flags), cwd=ROOT, timeout=600,
+                    env={**_env(), "BERT_TF_FAULT": "kill:step:5"}, capture_output=True)
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert not (killed_dir / "google").exists()
-  resumed = subprocess.run(_command(workdir, killed_dir, steps, flags), capture_output=True,
-                           text=True, cwd=ROOT, timeout=600, env=_env())
+  resumed = warm.run(_command(workdir, killed_dir, steps, flags), capture_output=True,
+                     text=True, cwd=ROOT, timeout=600, env=_env())
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"resumed from {killed_dir}/ckpt-4 at step 4" in resumed.stdout
   a, b = _google_export(tmp_path / "straight"), _google_export(killed_dir)
@@ -136,15 +136,15 @@ def test_bad_flags_are_one_line_errors(workdir, tmp_path):
       ([f"--input_file={tmp_path}/none-*.tfrecord"], "no input files match"),
       (["--train_batch_size=7", "--gradient_accumulation_steps=2"], "must divide evenly"),
       ([f"--bert_config_file={tmp_path}/missing.json"], "config file not found")):
-    result = subprocess.run(_command(workdir, tmp_path / "o", 2, extra), capture_output=True,
-                            text=True, cwd=ROOT, timeout=600, env=_env())
+    result = warm.run(_command(workdir, tmp_path / "o", 2, extra), capture_output=True,
+                      text=True, cwd=ROOT, timeout=600, env=_env())
     assert result.returncode == 1, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert needle in result.stderr.strip().splitlines()[-1]
 
 
 def test_forced_fused_attention_without_a_gpu_is_a_one_line_error(workdir, tmp_path):
-  result = subprocess.run(
+  result = warm.run(
       _command(workdir, tmp_path / "o", 2, ["--attention_implementation=cudnn"]),
       capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
   assert result.returncode == 1, result.stderr[-2000:]

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -28,6 +27,7 @@ from bert_tf.data import conll
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints
 from bert_tf.training import distribution, token_classifier
+from tests import warm
 from tests.conftest import FIXTURES
 from tests.reference import google_models
 
@@ -192,7 +192,7 @@ def _run_ner(minilm_path, data, out, *flags, config=None):
              f"--bert_config_file={config or minilm_path / 'config.json'}",
              f"--vocab_file={minilm_path / 'vocab.txt'}", f"--output_dir={out}",
              "--max_seq_length=16", "--seed=1", *flags]
-  return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+  return warm.run(command, capture_output=True, text=True, timeout=300, check=False)
 
 
 def _results(path):

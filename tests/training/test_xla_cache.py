@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.training import xla_cache
+from tests import warm
 from tests.training import test_run_pretraining as pretraining
 
 ROOT = pretraining.ROOT
@@ -110,9 +111,9 @@ def test_each_task_of_a_cluster_gets_its_own_folder():
 def _run(workdir, output_dir, cache, extra=(), env=None):
   flags = ["--steps_per_loop=2", "--save_checkpoints_steps=2", "--jit_compile",
            *([f"--xla_cache_dir={cache}"] if cache else []), *extra]
-  return subprocess.run(pretraining._command(workdir, output_dir, 6, flags),  # pylint: disable=protected-access
-                        capture_output=True, text=True, cwd=ROOT, timeout=600,
-                        env={**pretraining._env(), **(env or {})})  # pylint: disable=protected-access
+  return warm.run(pretraining._command(workdir, output_dir, 6, flags),  # pylint: disable=protected-access
+                  capture_output=True, text=True, cwd=ROOT, timeout=600,
+                  env={**pretraining._env(), **(env or {})})  # pylint: disable=protected-access
 
 
 def _entries(cache):
