@@ -85,6 +85,19 @@ def test_what_the_warm_interpreter_cannot_reproduce_runs_as_a_new_process(probe,
   assert forked.returncode == 0 and forked.stdout == new.stdout
 
 
+def test_a_changed_environment_of_the_tests_restarts_the_warm_interpreter(probe, tmp_path,
+                                                                           monkeypatch):
+  forked, _ = _both(probe, tmp_path, "ok")
+  first = _parent(forked)
+  # As library code run in-process does (bert_tf.modeling.placement sets XLA_FLAGS): the
+  # commands that pass the tests' environment on are still forked, from a new interpreter.
+  monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/nowhere")
+  forked, new = _both(probe, tmp_path, "ok")
+  assert _parent(forked) not in (first, os.getpid())
+  assert forked.stdout.replace(str(_parent(forked)), "P") == new.stdout.replace(
+      str(_parent(new)), "P")
+
+
 def test_a_timeout_kills_the_forked_command_and_the_next_one_runs(probe, tmp_path):
   script = tmp_path / "sleep.py"
   script.write_text("import os, time\nopen('pid', 'w').write(str(os.getpid()))\n"

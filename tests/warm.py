@@ -194,6 +194,14 @@ def _start(args, cwd, env, timeout, stdout, stderr, text, input=None, new_sessio
     zygote = _zygote()
     if zygote is None:
       return None
+    if _comparable(env) != _STATE["env"] and _comparable(env) == _comparable(os.environ):
+      # The test process's own environment changed since the warm interpreter started (a
+      # test set a variable for good, or library code run in-process did, e.g. XLA_FLAGS):
+      # a new warm interpreter, with it.
+      _stop(zygote)
+      zygote = _zygote()
+      if zygote is None:
+        return None
     if _comparable(env) != _STATE["env"]:
       if os.environ.get("BERT_TF_WARM") == "debug":
         differ = sorted(set(_comparable(env).items()) ^ set(_STATE["env"].items()))
