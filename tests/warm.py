@@ -173,7 +173,7 @@ class _WarmProcess:
     return tuple(outputs)
 
   def communicate(self, timeout=None):
-    if self._collect(None if timeout is None else timeout) is None and not self._timed_out:
+    if self._collect(timeout) is None and not self._timed_out:
       raise subprocess.TimeoutExpired(self.args, timeout)
     outputs = self._outputs()
     if self._timed_out:
