@@ -99,13 +99,15 @@ class BertModel(keras.Model):
       x, probs = block(x, adder, training=training, output_attentions=output_attentions)
       encoder_outputs.append(x)
       attention_probs.append(probs)
-    # The first token of each sequence as every S-th row of the [B*S,H] matrix (not x[:, 0]):
-    # its gradient is then a 2-D pad, which gives XLA no [B,S,H] layout to pick for the
-    # stream's gradient either.
+    # The first token of each sequence as the first H columns of the [B,S*H] matrix (not
+    # x[:, 0]): its gradient is then a 2-D pad at the edge, which gives XLA no [B,S,H] layout
+    # to pick for the stream's gradient either. (Every S-th row of the [B*S,H] matrix did the
+    # same on a GPU, but its gradient, a pad with interior padding S-1, stopped libtpu's TPU
+    # compiler on an internal check from 8,192 tokens at S >= 256: BENCHMARKS.md.)
     seq = x.shape[1] if x.shape[1] is not None else tf.shape(x)[1]
     hidden = self.config.hidden_size
-    # (The reshape keeps the rank where the sequence length is only known when run.)
-    first = tf.reshape(tf.reshape(x, [-1, hidden])[::seq], [-1, hidden])  # [B,H]
+    # (The reshape keeps H static where the sequence length is only known when run.)
+    first = tf.reshape(tf.reshape(x, [-1, seq * hidden])[:, :hidden], [-1, hidden])  # [B,H]
     pooled = tf.cast(self.pooler(first), tf.float32)  # [B,H]
     # Between the layers the stream is in the compute dtype (16-bit under mixed precision);
     # what the model returns is float32.

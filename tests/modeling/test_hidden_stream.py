@@ -1,8 +1,12 @@
 """The encoder's hidden stream is the original's 2-D ``[B*S,H]`` matrix (``reshape_to_matrix``):
 every hidden dropout and LayerNorm of a training step works on rank-2 tensors, and the pooler
-reads the first token as every S-th row (BENCHMARKS.md, "The 2-D hidden stream": on a GPU's
-compile of BERT-Large, 6 layout transposes per layer instead of 16). The numbers are checked
+reads the first token as the first H columns of the ``[B,S*H]`` matrix (BENCHMARKS.md, "The 2-D
+hidden stream": on a GPU's compile of BERT-Large, 6 layout transposes per layer instead of 16),
+whose gradient is a pad at the edge, not an interior one (BENCHMARKS.md, "The pooler's gradient
+and the TPU compiler"). The numbers are checked
 against Google's modeling.py in test_google_original.py and against transformers."""
+
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -81,3 +85,26 @@ def test_pooler_reads_the_first_token_when_the_length_is_known_only_when_run():
   expected = np.tanh(first.numpy() @ model.pooler.kernel.numpy() + model.pooler.bias.numpy())
   np.testing.assert_allclose(pooled(ids).numpy(), expected, rtol=1e-5, atol=1e-6)
   assert pooled.get_concrete_function().structured_outputs.shape.as_list() == [None, H]
+
+
+def test_the_pooler_gradient_has_no_interior_padding():
+  # Reading every S-th row of [B*S,H] differentiates to a pad with interior padding S-1
+  # (`lo_hi_interior`), on which libtpu 0.0.35's compiler stops from 8,192 tokens at S >= 256.
+  # The update's HLO, as XLA gets it, holds only edge pads.
+  config = BertConfig(vocab_size=40, hidden_size=H, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32)
+  model = BertModel(config)
+  ids = tf.constant(np.arange(B * S).reshape(B, S) % 40, tf.int32)
+
+  @tf.function(jit_compile=True)
+  def grads(ids):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(model({"input_word_ids": ids}, training=False)["pooled_output"])
+    return tape.gradient(loss, model.trainable_variables)
+
+  hlo = grads.experimental_get_compiler_ir(ids)(stage="hlo")
+  pads = re.findall(r" pad\(.*?padding=([0-9_x]+)", hlo)
+  assert pads, "no pad in the update's HLO: the pooler's read changed; see this test's comment"
+  interior = [p for p in pads for dim in p.split("x") if dim.count("_") == 2
+              and int(dim.split("_")[2]) != 0]
+  assert not interior, interior
