@@ -6,10 +6,11 @@ script as ``python script.py args`` (or ``python -m module args``) would: ``__ma
 the request, its exit status the interpreter's own (a traceback, ``sys.exit``, a signal).
 
 Protocol (one request at a time): a JSON line on descriptor 0 (``argv``, ``cwd``, ``env``,
-``stdin``/``stdout``/``stderr`` paths or null for this process's, ``timeout``,
-``new_session``); the answer, a JSON line on descriptor 1: ``{"pid": ...}`` once the child
-runs, then ``{"status": exit status as subprocess gives it}`` or ``{"timeout": true}`` (the
-child was killed at the timeout). The child is killed, and this process ends, when the tests'
+``stdin``/``stdout``/``stderr`` paths (output appended) or null for this process's,
+``timeout``, ``new_session``); the answer, a JSON line on descriptor 1: ``{"pid": ...}`` once
+the child has its descriptors, session, folder and environment, then ``{"status": exit
+status as subprocess gives it}`` or ``{"timeout": true}`` (the child was killed at the
+timeout). The child is killed, and this process ends, when the tests'
 process closes descriptor 0.
 """
 
@@ -22,6 +23,7 @@ import os
 import select
 import signal
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +78,8 @@ def _open(path, flags, fd):
 
 
 def _serve(requests, answers):
-  """Answers requests until end of input; returns the request in each child."""
+  """Answers requests until end of input; returns (the request, the descriptor to tell the
+  parent it is ready on) in each child."""
   while True:
     line = requests.readline()
     if not line:
@@ -84,11 +87,18 @@ def _serve(requests, answers):
     request = json.loads(line)
     sys.stdout.flush()
     sys.stderr.flush()
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
       requests.close()
       answers.close()
-      return request
+      os.close(ready_r)
+      return request, ready_w
+    os.close(ready_w)
+    # Its pid once it has its own descriptors and session (a test may signal its process
+    # group at once); end of file if it failed before.
+    os.read(ready_r, 1)
+    os.close(ready_r)
     answers.write(json.dumps({"pid": pid}) + "\n")
     answers.flush()
     answers.write(json.dumps(_wait(pid, request.get("timeout"), requests)) + "\n")
@@ -117,8 +127,8 @@ def _wait(pid, timeout, requests):
 def _become(request):
   """This child becomes ``python <argv>``: descriptors, folder, environment, argv, path."""
   for fd, key, flags in ((0, "stdin", os.O_RDONLY),
-                         (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                         (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+                         (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+                         (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND)):
     path = request.get(key)
     if path == "stdout":  # stderr=STDOUT
       os.dup2(1, fd)
@@ -130,6 +140,7 @@ def _become(request):
     os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
+  tempfile.tempdir = None  # chosen again from TMPDIR at its next use, as in a new process
   if os.environ.get("PYTHONUNBUFFERED"):  # as `python` makes its stdout for it
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(
         io.FileIO(1, "w", closefd=False), encoding=sys.stdout.encoding,
@@ -152,8 +163,11 @@ if __name__ == "__main__":
   _answers = os.fdopen(os.dup(1), "w")
   _open(os.devnull, os.O_RDONLY, 0)
   os.dup2(2, 1)
-  _script = _become(_serve(_requests, _answers))
+  _request, _ready = _serve(_requests, _answers)
   del _requests, _answers
+  _script = _become(_request)
+  os.write(_ready, b".")
+  os.close(_ready)
   import atexit  # pylint: disable=wrong-import-position,wrong-import-order
   import runpy  # pylint: disable=wrong-import-position,wrong-import-order
   import threading  # pylint: disable=wrong-import-position,wrong-import-order

@@ -5,6 +5,7 @@ end, ``sys.exit`` with a number or a message, an exception, SIGKILL, KeyboardInt
 output and atexit functions. It was forked (its parent is not this process), and what it cannot
 reproduce is run as a new process."""
 
+import json
 import os
 import signal
 import subprocess
@@ -16,11 +17,11 @@ import pytest
 from tests import warm
 
 PROBE = r"""
-import atexit, json, os, signal, sys
+import atexit, json, os, signal, sys, tempfile
 atexit.register(lambda: print("atexit ran"))
 case = sys.argv[1]
-print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "name": __name__,
-                  "file": __file__, "stdin": sys.stdin.read(),
+print(json.dumps({"argv": sys.argv, "path": sys.path, "cwd": os.getcwd(), "name": __name__,
+                  "file": __file__, "stdin": sys.stdin.read(), "tmp": tempfile.gettempdir(),
                   "fault": os.environ.get("BERT_TF_FAULT"), "parent": os.getppid()}))
 sys.stdout.write("no newline")
 print("on stderr", file=sys.stderr)
@@ -45,18 +46,19 @@ def _probe(tmp_path):
   return path
 
 
-def _both(probe, tmp_path, case, env_extra=None):
+def _both(probe, tmp_path, case, env_extra=None, argv=()):
   """(warm result, new process's result) of the probe, each with the parent pid it saw."""
-  env = {**os.environ, "BERT_TF_FAULT": "none:probe", **(env_extra or {})}
+  (tmp_path / "tmp").mkdir(exist_ok=True)  # TMPDIR is read at run time: the child's own
+  env = {**os.environ, "BERT_TF_FAULT": "none:probe", "TMPDIR": str(tmp_path / "tmp"),
+         **(env_extra or {})}
   results = []
   for run in (warm.run, subprocess.run):
-    results.append(run([sys.executable, str(probe), case], cwd=tmp_path, env=env,
+    results.append(run([sys.executable, str(probe), case, *argv], cwd=tmp_path, env=env,
                        capture_output=True, text=True, input="from stdin\n", timeout=120))
   return results
 
 
 def _parent(result):
-  import json  # pylint: disable=import-outside-toplevel
   return json.loads(result.stdout.splitlines()[0])["parent"]
 
 
@@ -78,9 +80,23 @@ def test_a_forked_command_gives_what_a_new_process_gives(probe, tmp_path, case):
   assert new.returncode == expected
 
 
-def test_what_the_warm_interpreter_cannot_reproduce_runs_as_a_new_process(probe, tmp_path):
-  # A variable read at the interpreter's start differs: a new process, as asked.
+def test_a_command_in_another_environment_is_forked_from_a_warm_interpreter_of_its_own(
+    probe, tmp_path):
+  # A variable read at the interpreter's start differs (sys.path): a warm interpreter started
+  # with it, not the one of the tests' environment.
+  forked, _ = _both(probe, tmp_path, "ok")
+  usual = _parent(forked)
   forked, new = _both(probe, tmp_path, "ok", {"PYTHONPATH": str(tmp_path)})
+  assert _parent(forked) not in (usual, os.getpid())
+  assert str(tmp_path) in json.loads(forked.stdout.splitlines()[0])["path"]
+  assert forked.returncode == 0
+  assert forked.stdout.replace(str(_parent(forked)), "P") == new.stdout.replace(
+      str(_parent(new)), "P")
+
+
+def test_what_a_warm_interpreter_cannot_reproduce_runs_as_a_new_process(probe, tmp_path):
+  # absl's --verbosity is decided at import.
+  forked, new = _both(probe, tmp_path, "ok", argv=["--verbosity=1"])
   assert _parent(forked) == _parent(new) == os.getpid()
   assert forked.returncode == 0 and forked.stdout == new.stdout
 
@@ -129,3 +145,69 @@ def test_a_popen_child_takes_signals_and_gives_its_output(tmp_path):
   out, err = process.communicate(timeout=120)
   assert (process.returncode, err) == (130, "interrupted\n")
   assert int(out) != os.getpid()  # forked by the warm interpreter
+
+
+_WAIT = ("import os, sys, time\nprint(os.getppid(), flush=True)\n"
+         "open(sys.argv[1], 'w').close()\ntime.sleep(600)\n")
+
+
+def test_commands_at_once_are_forked_from_as_many_warm_interpreters(tmp_path, monkeypatch):
+  """Two commands at once: two warm interpreters; a third while both run: a new process; the
+  next ones reuse the interpreters. Output to a file object or DEVNULL, as subprocess gives it."""
+  script = tmp_path / "wait.py"
+  script.write_text(_WAIT)
+  monkeypatch.setattr(warm, "_POOL", [])
+  monkeypatch.setattr(warm, "_MAX_WARM", 2)
+  processes, logs = [], []
+  try:
+    for i in range(3):
+      logs.append(open(tmp_path / f"{i}.log", "w", encoding="utf-8"))  # pylint: disable=consider-using-with
+      logs[-1].write("before\n")
+      processes.append(warm.Popen([sys.executable, str(script), f"ready{i}"], cwd=tmp_path,
+                                  stdout=logs[-1], stderr=subprocess.DEVNULL,
+                                  start_new_session=True))
+    for i, process in enumerate(processes):
+      while not (tmp_path / f"ready{i}").exists():
+        assert process.poll() is None
+        time.sleep(0.01)
+      os.killpg(process.pid, signal.SIGTERM)  # each leads a session of its own
+    assert [p.wait(timeout=60) for p in processes] == [-signal.SIGTERM] * 3
+  finally:
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+    for log in logs:
+      log.close()
+  parents = [int((tmp_path / f"{i}.log").read_text().split()[1]) for i in range(3)]
+  assert [(tmp_path / f"{i}.log").read_text().split()[0] for i in range(3)] == ["before"] * 3
+  assert len({parents[0], parents[1], os.getpid()}) == 3 and parents[2] == os.getpid()
+  # Both are free again: the next two commands reuse them.
+  again = []
+  for i in range(2):
+    again.append(warm.Popen([sys.executable, str(script), f"again{i}"], cwd=tmp_path,
+                            stdout=subprocess.PIPE))
+  try:
+    while not all((tmp_path / f"again{i}").exists() for i in range(2)):
+      time.sleep(0.01)
+    for process in again:
+      process.kill()
+    outputs = [int(p.communicate(timeout=60)[0]) for p in again]
+  finally:
+    for process in again:
+      process.kill()
+  assert sorted(outputs) == sorted(parents[:2])
+
+
+def test_a_new_session_is_there_when_popen_returns(tmp_path):
+  """The process group of a child started in a session of its own can be signalled as soon
+  as Popen returns (the warm interpreter answers once the child has it)."""
+  script = tmp_path / "wait.py"
+  script.write_text(_WAIT)
+  process = warm.Popen([sys.executable, str(script), "ready"], cwd=tmp_path,
+                       stdout=subprocess.DEVNULL, start_new_session=True)
+  try:
+    assert isinstance(process, warm._WarmProcess)  # forked  pylint: disable=protected-access
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=60) == -signal.SIGKILL
+  finally:
+    process.kill()

@@ -1,7 +1,8 @@
 """Helpers for tests that run several worker processes on 127.0.0.1 (MultiWorkerMirrored).
 
 Every worker gets the same command and its own TF_CONFIG; every process is bounded by a
-deadline and killed in ``finally`` whatever happens.
+deadline and killed in ``finally`` whatever happens. The processes are forked from warm
+interpreters (tests/warm.py), one per process running at once, kept for the next job.
 """
 
 import contextlib
@@ -18,6 +19,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from tests import warm
 from tests.reference.google_bert import google
 
 
@@ -83,6 +85,17 @@ def env(extra=None):
           "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "", **(extra or {})}
 
 
+def kill_group(proc, signum=signal.SIGKILL):
+  """Sends ``signum`` to ``proc``'s process group (its own session); with SIGKILL waits for it.
+  One that has just ended is no error (a forked child's warm interpreter reaps it at once)."""
+  try:
+    os.killpg(proc.pid, signum)
+  except ProcessLookupError:
+    pass
+  if signum == signal.SIGKILL:
+    proc.wait(timeout=30)
+
+
 class Workers:
   """``len(commands)`` worker processes sharing one cluster; ``with`` kills them on exit.
   ``worker_env``: {index: environment variables of that worker alone} (a fault point)."""
@@ -93,7 +106,7 @@ class Workers:
     for i, command in enumerate(commands):
       log = open(os.path.join(log_dir, f"worker-{i}.log"), "w+")  # pylint: disable=consider-using-with
       self.logs.append(log)
-      self.procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
+      self.procs.append(warm.Popen(
           command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
           env=env({"TF_CONFIG": tf_config(self.ports, i), **(extra_env or {}),
                    **(worker_env or {}).get(i, {})})))
@@ -109,8 +122,7 @@ class Workers:
   def kill(self, index=None):
     for i, proc in enumerate(self.procs):
       if (index is None or i == index) and proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        kill_group(proc)
 
   def wait(self, timeout):
     """Waits for every worker (at most ``timeout`` s in all); returns their exit codes."""
@@ -211,8 +223,8 @@ def single_beside(command, log_dir, timeout=RUN_TIMEOUT_S):
   (the worker processes: they share nothing with it, and the two overlap in time instead of
   adding up); at the block's end waits for it and asserts exit 0. Killed if the block fails."""
   log = open(os.path.join(log_dir, "single.log"), "w+")  # pylint: disable=consider-using-with
-  proc = subprocess.Popen(command, cwd=ROOT, env=env(), stdout=log,  # pylint: disable=consider-using-with
-                          stderr=subprocess.STDOUT, start_new_session=True)
+  proc = warm.Popen(command, cwd=ROOT, env=env(), stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
   try:
     yield proc
     proc.wait(timeout=timeout)
@@ -220,8 +232,7 @@ def single_beside(command, log_dir, timeout=RUN_TIMEOUT_S):
     assert proc.returncode == 0, log.read()[-3000:]
   finally:
     if proc.poll() is None:
-      os.killpg(proc.pid, signal.SIGKILL)
-      proc.wait(timeout=30)
+      kill_group(proc)
     log.close()
 
 

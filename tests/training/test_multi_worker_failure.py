@@ -17,6 +17,7 @@ import pytest
 
 from bert_tf import run_lock
 from bert_tf.errors import BertTfError
+from tests import warm
 from tests.faults import hook
 from tests.training import multi_worker as mw
 
@@ -57,7 +58,7 @@ def lone(work, tmp_path_factory):
       ready, log = tmp / f"{name}.ready", tmp / f"{name}.log"
       out = tmp / (f"{name}_out" if timeout_s else "out")
       with open(log, "w", encoding="utf-8") as f:
-        procs[name] = subprocess.Popen(  # pylint: disable=consider-using-with
+        procs[name] = warm.Popen(
             _command(work, out, timeout_s), cwd=mw.ROOT, stdout=subprocess.DEVNULL, stderr=f,
             env=mw.env({"TF_CONFIG": mw.tf_config(ports[2 * k:2 * k + 2], index),
                         **hook.env({}, "workers_register", 1, ready, action="announce")}))
