@@ -312,7 +312,11 @@ class BertEmbeddings(_ConfigLayer):
     words = tf.gather(tf.cast(self.word_embeddings, dtype), input_word_ids)  # [B,S,H]
     # The original uses a one-hot matmul for the small token-type table; a gather is the same.
     types = tf.gather(tf.cast(self.token_type_embeddings, dtype), input_type_ids)  # [B,S,H]
-    positions = tf.cast(self.position_embeddings[:seq_length], dtype)  # [S,H]
+    # tf.slice, as the original: indexing the variable (``[:seq_length]``) would also trace a
+    # sliced-assignment closure holding the variable, which TensorFlow keeps with the traced
+    # graph after the model is gone (a finished training run's table stayed alive).
+    positions = tf.cast(tf.slice(self.position_embeddings, [0, 0], [seq_length, -1]),
+                        dtype)  # [S,H]
     output = words + types + positions[tf.newaxis]  # [B,S,H]
     # LayerNorm and dropout on the [B*S,H] matrix, as in TransformerBlock.
     flat = tf.reshape(output, [-1, self.config.hidden_size])  # [B*S,H]

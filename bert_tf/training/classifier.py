@@ -41,7 +41,7 @@ from bert_tf import classifier_labels, fileio, metrics, paths, progress, run_loc
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
+from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
 from bert_tf.training import eval_during_training as eval_during
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
@@ -302,6 +302,7 @@ def _record_file(output_dir, kind, split, first):
   return os.path.join(output_dir, f"{kind}.tf_record" if first else f"{kind}_{split}.tf_record")
 
 
+@frees_its_memory
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "task_name", "init_checkpoint", "do_lower_case", "max_seq_length",
     "train_batch_size", "learning_rate", "warmup_proportion", "optimizer_kwargs", "labels",

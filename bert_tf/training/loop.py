@@ -26,6 +26,7 @@ state file or a damaged checkpoint is a one-line warning, never a silent restart
 
 import dataclasses
 import datetime
+import logging as py_logging
 import os
 import shutil
 import time
@@ -50,6 +51,21 @@ from bert_tf.training import xla_cache
 # Resuming lives in training.resume; these names are part of loop's interface.
 from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-import
     clean_save_leftovers, latest_checkpoint, restore_newest_readable)
+
+
+class _NotOurRetracing(py_logging.Filter):
+  """Drops TensorFlow's "N out of the last M calls to <function Trainer...> triggered
+  tf.function retracing" warning. Every run builds its Trainer's loop functions anew and traces
+  each once; TensorFlow counts traces per Python function across those instances, so the fifth
+  run in one process (a notebook, a sweep) was told to define its tf.function outside of the
+  loop. Warnings about any other function pass."""
+
+  def filter(self, record):
+    message = record.getMessage()
+    return not ("triggered tf.function retracing" in message and "<function Trainer." in message)
+
+
+tf.get_logger().addFilter(_NotOurRetracing())
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ import tensorflow as tf
 from bert_tf import run_lock
 from bert_tf.modeling import BertPretrainer
 from bert_tf.modeling.placement import in_xla_computation
+from bert_tf.training import frees_its_memory
 
 MASKED_LM_EPSILON = 1e-5
 
@@ -123,6 +124,7 @@ def eval_result_keys(use_next_sentence=True):
   return keys
 
 
+@frees_its_memory
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
     "train_batch_size", "learning_rate", "num_warmup_steps", "optimizer_kwargs",

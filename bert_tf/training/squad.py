@@ -36,7 +36,7 @@ from bert_tf.squad import evaluate as squad_evaluate
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
-from bert_tf.training import DTYPE_POLICIES, distribution, loop, preflight
+from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
 from bert_tf.training import eval_during_training as eval_during
 
 PREDICTIONS_FILE = "predictions.json"
@@ -294,6 +294,7 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
                         f"({replicas} replica(s){why})")
 
 
+@frees_its_memory
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "do_lower_case", "max_seq_length", "doc_stride",
     "max_query_length", "train_batch_size", "learning_rate", "warmup_proportion",

@@ -35,7 +35,8 @@ from bert_tf import classifier_labels, conlleval, fileio, paths, run_lock, token
 from bert_tf.data import conll, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, classifier, distribution, loop, preflight
+from bert_tf.training import DTYPE_POLICIES, classifier, distribution, frees_its_memory, loop
+from bert_tf.training import preflight
 from bert_tf.training import eval_during_training as eval_during
 
 LABELS_FILE = classifier_labels.TOKEN_FILE_NAME  # the tag names (bert_tf.load(folder).tag)
@@ -167,6 +168,7 @@ def written_files(do_train, do_eval, do_predict, export_google_checkpoint,
   return written
 
 
+@frees_its_memory
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "do_lower_case", "max_seq_length", "train_batch_size",
     "learning_rate", "warmup_proportion", "optimizer_kwargs", "labels", "label_column",
