@@ -149,18 +149,16 @@ def _warm_applies(args):
 
 
 def _target(stream):
-  """Where a child's stream goes: None (the test's own), ("pipe",), ("file", path): a file
-  object of the test's (opened by path, appended to) or DEVNULL; False: not reproducible."""
-  if stream is None:
-    return None
-  if stream == subprocess.PIPE:
-    return ("pipe",)
+  """Where a child's stream goes: None (the test's own), ``subprocess.PIPE``, a path (a file
+  object of the test's, opened by path and appended to, or DEVNULL); False: not reproducible."""
+  if stream in (None, subprocess.PIPE):
+    return stream
   if stream == subprocess.DEVNULL:
-    return ("file", os.devnull)
+    return os.devnull
   name = getattr(stream, "name", None)
   if isinstance(name, str) and hasattr(stream, "fileno") and os.path.isfile(name):
     stream.flush()
-    return ("file", name)
+    return name
   return False
 
 
@@ -241,8 +239,8 @@ class _WarmProcess:
 def _start(args, cwd, env, timeout, stdout, stderr, text, input=None, new_session=False):  # pylint: disable=redefined-builtin
   """A ``_WarmProcess`` for ``args``, or None where a warm interpreter does not apply."""
   targets = {"stdout": _target(stdout),
-             "stderr": ("stdout",) if stderr == subprocess.STDOUT else _target(stderr)}
-  if False in targets.values() or not _warm_applies(args):
+             "stderr": "stdout" if stderr == subprocess.STDOUT else _target(stderr)}
+  if any(target is False for target in targets.values()) or not _warm_applies(args):
     return None
   with _LOCK:
     if _STATE["failed"]:
@@ -258,10 +256,10 @@ def _start(args, cwd, env, timeout, stdout, stderr, text, input=None, new_sessio
       with open(paths["stdin"], "w" if text else "wb", encoding="utf-8" if text else None) as f:
         f.write(input)
     for key, target in targets.items():
-      if target == ("pipe",):
-        paths[key], paths[f"{key}_piped"] = os.path.join(folder, key[3:]), True
-      elif target is not None:
-        paths[key] = target[-1]  # a file's path, appended to, or "stdout" (stderr=STDOUT)
+      if target == subprocess.PIPE:
+        paths[key], paths[f"{key}_piped"] = os.path.join(folder, key), True
+      else:
+        paths[key] = target  # None, a file's path (appended to), or "stdout" (stderr=STDOUT)
     request = {"argv": [str(a) for a in args[1:]], "cwd": str(cwd) if cwd else os.getcwd(),
                "env": env, "timeout": timeout, "new_session": new_session, **paths}
     try:

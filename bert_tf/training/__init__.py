@@ -4,6 +4,9 @@
 Submodules are imported explicitly (``from bert_tf.training import distribution``).
 """
 
+import functools
+import gc
+
 # --dtype -> Keras dtype policy (variables stay float32 under the mixed policies).
 DTYPE_POLICIES = {
     "float32": "float32",
@@ -19,8 +22,6 @@ def frees_its_memory(run):
   of its oldest generation: until then a finished run's variables (on a GPU, its weights and
   optimizer slots) stay allocated beside the next run's, in a notebook that fine-tunes twice.
   (What an exception's traceback still holds is freed with it.)"""
-  import functools  # pylint: disable=import-outside-toplevel
-  import gc  # pylint: disable=import-outside-toplevel
 
   @functools.wraps(run)
   def wrapper(*args, **kwargs):

@@ -85,15 +85,14 @@ def env(extra=None):
           "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES": "", **(extra or {})}
 
 
-def kill_group(proc, signum=signal.SIGKILL):
-  """Sends ``signum`` to ``proc``'s process group (its own session); with SIGKILL waits for it.
-  One that has just ended is no error (a forked child's warm interpreter reaps it at once)."""
+def kill_group(proc):
+  """Kills ``proc``'s process group (its own session) and waits for it. One that has just
+  ended is no error (a forked child's warm interpreter reaps it at once)."""
   try:
-    os.killpg(proc.pid, signum)
+    os.killpg(proc.pid, signal.SIGKILL)
   except ProcessLookupError:
     pass
-  if signum == signal.SIGKILL:
-    proc.wait(timeout=30)
+  proc.wait(timeout=30)
 
 
 class Workers:
