@@ -27,6 +27,8 @@ def parse_pooling(pooling, layers=None, combine=None):
     if layers is not None:
       raise BertTfError(f"pooling={pooling!r} already names the layers; drop layers=")
     k = int(match.group(1))
+    if k < 1:
+      raise BertTfError(f"pooling={pooling!r}: K in lastK_{match.group(2)} must be at least 1")
     return "mean", list(range(-k, 0)), match.group(2)
   if pooling not in POOLINGS:
     raise BertTfError(f"unknown pooling {pooling!r}; expected one of "

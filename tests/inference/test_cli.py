@@ -200,3 +200,15 @@ def test_last_k_pooling_beyond_the_model_says_what_the_user_typed(tiny_google, t
   status, _, _ = _run(capsys, "embed", f"--model={folder}", "--pooling=last2_mean",
                       f"--output_file={tmp_path / 'e.npy'}", "a cat.")
   assert status == 0 and (tmp_path / "e.npy").exists()
+
+
+def test_last_zero_pooling_names_the_flag(tiny_google, tmp_path, capsys):
+  """last0_mean chooses no layer: the message names the pooling as typed (it said "layers: no
+  layer given", a flag the user never gave)."""
+  folder, _ = tiny_google
+  status, _, err = _run(capsys, "embed", f"--model={folder}", "--pooling=last0_mean",
+                        f"--output_file={tmp_path / 'e.npy'}", "a cat.")
+  assert status == 1
+  assert err == ("bert_tf embed: error: pooling='last0_mean': K in lastK_mean must be at "
+                 "least 1\n")
+  assert not (tmp_path / "e.npy").exists()
