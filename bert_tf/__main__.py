@@ -141,12 +141,14 @@ def _parser():
                             help="HTML head view and PNG heatmaps of one text's attention.")
   att.add_argument("text", nargs="+", metavar="TEXT", help="TEXT_A [TEXT_B]")
   att.add_argument("--output_html", default=None,
-                   help="Self-contained HTML: head view and model view (every layer x head).")
+                   help="Self-contained HTML: head view and model view (each layer x head).")
   att.add_argument("--output_png", default=None,
                    help="PNG grid of heatmaps (layers x heads); too many tokens for one readable "
                    "picture: several files, <stem>-layersA-B-headsC-D.png.")
-  att.add_argument("--layers", type=_int_list, default=None, help="Layers for the PNG.")
-  att.add_argument("--heads", type=_int_list, default=None, help="Heads for the PNG.")
+  att.add_argument("--layers", type=_int_list, default=None,
+                   help="Layers shown, in the HTML and the PNG (default all; -1 = the last).")
+  att.add_argument("--heads", type=_int_list, default=None,
+                   help="Heads shown, in the HTML and the PNG (default all).")
   att.add_argument("--cell_inches", type=float, default=None,
                    help="Side of one PNG heatmap (default: grows with the token count).")
   att.add_argument("--dpi", type=int, default=100)
@@ -341,7 +343,8 @@ def _attention(args, out):
     if args.output_html:
       visualize.head_view_html(tokens, attentions, args.output_html,
                                title=f"Attention: {' ||| '.join(args.text)}",
-                               sentence_b_start=sentence_b_start)
+                               sentence_b_start=sentence_b_start, layers=args.layers,
+                               heads=args.heads)
       written.append(args.output_html)
   except BaseException:
     for path in written:

@@ -45,7 +45,7 @@ from bert_tf import classifier_labels, inference_heads, pretrained, progress, tf
 from bert_tf import tokenization
 from bert_tf import pooling as pooling_lib
 from bert_tf.casing import resolve_do_lower_case
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, quoted, shortened
 from bert_tf.extract import pack_example
 from bert_tf.modeling import BertPretrainer, checkpoints
 from bert_tf.inference_heads import _IDS, MASK_TOKEN, _as_items  # noqa: F401
@@ -592,7 +592,8 @@ class InferenceModel(inference_heads.HeadsMixin):
       start, end = self._word_span(text, word, split)
       toks, segs = pack_example(self._tokenize_text(text), None, limit)
       if end + 1 > len(toks) - 1:
-        raise BertTfError(f"word {word!r} of {text!r} is cut off by max_seq_length {limit}")
+        raise BertTfError(f"word {quoted(word)} of {quoted(text)} is cut off by max_seq_length "
+                          f"{limit}")
       tokens.append(toks)
       segments.append(segs)
       spans.append((start + 1, end + 1))  # +1 for [CLS].
@@ -627,12 +628,14 @@ class InferenceModel(inference_heads.HeadsMixin):
       found = [i for i, (_, basic) in enumerate(table)
                if [w for w, _ in basic] == wanted or [w for w, _ in _trim(basic)[0]] == wanted]
       if not found:
-        raise BertTfError(f"word {word!r} is not in {text!r} (words: {' '.join(names)})")
+        raise BertTfError(f"word {quoted(word)} is not in {quoted(text)} (words: "
+                          f"{shortened(' '.join(names))})")
       index = found[0]
     elif isinstance(word, (int, np.integer)) and not isinstance(word, bool):
       index = int(word)
       if not 0 <= index < len(table):
-        raise BertTfError(f"word position {index} is out of range: {text!r} has {len(table)} "
+        raise BertTfError(f"word position {index} is out of range: {quoted(text)} has "
+                          f"{len(table)} "
                           f"words ({split} split)")
     else:
       raise BertTfError(f"word must be a position (int) or a word (str), got {word!r}")

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import classifier_labels, tokenization
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, quoted
 from bert_tf.modeling import checkpoints
 
 MASK_TOKEN = "[MASK]"
@@ -40,12 +40,12 @@ def _as_items(texts, text_pairs=None):
   for i, text in enumerate(texts):
     if isinstance(text, (tuple, list)):
       if len(text) != 2 or text_pairs is not None:
-        raise BertTfError(f"texts[{i}]: expected a str or an (a, b) pair, got {text!r}")
+        raise BertTfError(f"texts[{i}]: expected a str or an (a, b) pair, got {quoted(text)}")
       a, b = text
     else:
       a, b = text, (text_pairs[i] if text_pairs is not None else None)
     if not isinstance(a, (str, bytes)) or not (b is None or isinstance(b, (str, bytes))):
-      raise BertTfError(f"texts[{i}]: expected text, got {text!r}")
+      raise BertTfError(f"texts[{i}]: expected text, got {quoted(text)}")
     items.append((a, b))
   if not items:
     raise BertTfError("no texts given")
@@ -92,8 +92,8 @@ class HeadsMixin:
     for toks, item in zip(tokens, _as_items(text)):
       where = [i for i, t in enumerate(toks) if t == MASK_TOKEN]
       if not where:
-        raise BertTfError(f"fill_mask: no {MASK_TOKEN} in {item[0]!r}"
-                          + (f" / {item[1]!r}" if item[1] is not None else "")
+        raise BertTfError(f"fill_mask: no {MASK_TOKEN} in {quoted(item[0])}"
+                          + (f" / {quoted(item[1])}" if item[1] is not None else "")
                           + " (after truncation)")
       positions.append(where)
     top_k = min(top_k, self.config.vocab_size)
@@ -272,7 +272,7 @@ class HeadsMixin:
         text = tokenization.convert_to_unicode(text)
         words = splitter.tokenize(text) if split == "basic" else text.split()
       else:
-        raise BertTfError(f"texts[{i}]: expected a str or a list of words, got {text!r}")
+        raise BertTfError(f"texts[{i}]: expected a str or a list of words, got {quoted(text)}")
       sentences.append(conll.TaggedSentence(words, None))
     if max_seq_length is None and info.get("max_seq_length"):
       max_seq_length = int(info["max_seq_length"])

@@ -436,7 +436,20 @@ def model_view(attention=None, tokens=None, sentence_b_start=None, prettify_toke
   return act(view, html_action)
 
 
-def attention_view(tokens, attentions, title="BERT attention", sentence_b_start=None):
+def select_indexes(values, count, what):
+  """Layer or head indexes as the command line gives them (None: all; negative: from the
+  end) -> non-negative indexes, or a one-line error naming the one out of range."""
+  if values is None:
+    return list(range(count))
+  values = [values] if isinstance(values, (int, np.integer)) else list(values)
+  for v in values:
+    if not -count <= v < count:
+      raise BertTfError(f"{what} {v} is out of range (the model has {count})")
+  return [int(v) % count for v in values]
+
+
+def attention_view(tokens, attentions, title="BERT attention", sentence_b_start=None,
+                   layers=None, heads=None):
   """The head view and model view of one text's attention, linked (clicking a model-view cell
   shows that head in the head view), as an ``AttentionView``. Lines for weights below
   ``LINE_THRESHOLD`` are not drawn.
@@ -446,22 +459,27 @@ def attention_view(tokens, attentions, title="BERT attention", sentence_b_start=
     attentions: that text's attention, in any form ``as_attention`` takes ([L,N,S,S] ...).
     title: shown above the view (and the page's title).
     sentence_b_start: for a pair, sentence B's first token: adds the sentence filter.
+    layers, heads: the layers and heads shown (default all; negative indexes count from the
+      last), in both views.
   The data are embedded as JSON in ``<script type="application/json" class="btv-data">``
   (``tokens``, ``attention`` [L][N][S][S] rounded to 5 decimals, ``layers``, ``heads``).
   """
   tokens = [str(t) for t in tokens]
   attentions = as_attention(attentions, tokens)
-  layers, heads = attentions.shape[:2]
+  layers = select_indexes(layers, attentions.shape[0], "layer")
+  heads = select_indexes(heads, attentions.shape[1], "head")
   return AttentionView(_fragment(
-      tokens, attentions, title=title, parts=("head", "model"),
-      layer_labels=list(range(layers)), head_labels=list(range(heads)),
+      tokens, attentions[layers][:, heads], title=title, parts=("head", "model"),
+      layer_labels=layers, head_labels=heads,
       sentence_b_start=_check_sentence_b_start(sentence_b_start, len(tokens))), title)
 
 
-def head_view_html(tokens, attentions, path=None, title="BERT attention", sentence_b_start=None):
+def head_view_html(tokens, attentions, path=None, title="BERT attention", sentence_b_start=None,
+                   layers=None, heads=None):
   """``attention_view(...).html``: a whole self-contained HTML page; written to ``path``
   (atomically) if given. Returns the HTML (str)."""
-  view = attention_view(tokens, attentions, title=title, sentence_b_start=sentence_b_start)
+  view = attention_view(tokens, attentions, title=title, sentence_b_start=sentence_b_start,
+                        layers=layers, heads=heads)
   if path:
     view.save(path)
   return view.html

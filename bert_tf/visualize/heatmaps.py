@@ -8,18 +8,8 @@ import os
 import numpy as np
 
 from bert_tf.errors import BertTfError
-from bert_tf.visualize.attention_html import as_attention
+from bert_tf.visualize.attention_html import as_attention, select_indexes
 from bert_tf.visualize.png import new_figure, save_png
-
-
-def _select(values, count, what):
-  if values is None:
-    return list(range(count))
-  values = [values] if isinstance(values, int) else list(values)
-  for v in values:
-    if not -count <= v < count:
-      raise BertTfError(f"{what} {v} is out of range (the model has {count})")
-  return [v % count for v in values]
 
 
 # A figure stays under about this many inches a side (4000 px at 100 dpi) ...
@@ -80,8 +70,8 @@ def attention_heatmaps_figure(tokens, attentions, layers=None, heads=None, cell_
   """
   tokens = [str(t) for t in tokens]
   attentions = as_attention(attentions, tokens)
-  rows = _select(layers, attentions.shape[0], "layer")
-  cols = _select(heads, attentions.shape[1], "head")
+  rows = select_indexes(layers, attentions.shape[0], "layer")
+  cols = select_indexes(heads, attentions.shape[1], "head")
   count = len(tokens)
   single = len(rows) * len(cols) == 1
   if cell_inches is None:
@@ -126,8 +116,8 @@ def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, ce
   file per block named ``<stem>-layers<a>-<b>-heads<c>-<d>.png`` beside ``path``."""
   tokens = [str(t) for t in tokens]
   attentions = as_attention(attentions, tokens)
-  rows = _select(layers, attentions.shape[0], "layer")
-  cols = _select(heads, attentions.shape[1], "head")
+  rows = select_indexes(layers, attentions.shape[0], "layer")
+  cols = select_indexes(heads, attentions.shape[1], "head")
   pages = heatmap_pages(len(tokens), rows, cols, cell_inches)
   stem, ext = os.path.splitext(path)
   written = []

@@ -160,6 +160,42 @@ def test_attention_writes_both_pictures_or_neither(tiny_google, capsys, tmp_path
   assert sorted(os.listdir(tmp_path)) == []
 
 
+def test_attention_layers_and_heads_choose_the_html_too(tiny_google, tiny_bert, capsys,
+                                                        tmp_path):
+  """--layers/--heads choose the HTML's layers and heads as the PNG's (the HTML ignored them,
+  so a typo passed silently when only --output_html was given): the page holds the chosen
+  weights under the model's numbers, and a layer or head out of range is one line, no file."""
+  folder, _ = tiny_google
+  html = tmp_path / "a.html"
+  status, _, _ = _run(capsys, "attention", f"--model={folder}", "The cat sat on the mat.",
+                      f"--output_html={html}", "--layers=-1", "--heads=3,1")
+  assert status == 0
+  expected = np.stack(tiny_bert("The cat sat on the mat.", output_attentions=True).attentions)
+  data = _embedded_data(html.read_text())
+  assert (data["layers"], data["heads"]) == (1, 2)
+  assert (data["layer_labels"], data["head_labels"]) == ([1], [3, 1])
+  np.testing.assert_allclose(data["attention"], expected[[1]][:, 0][:, [3, 1]], atol=6e-6)
+  for flag, what, count in (("--layers=0,2", "layer 2", 2), ("--heads=-5", "head -5", 4)):
+    status, out, err = _run(capsys, "attention", f"--model={folder}", "The cat sat.",
+                            f"--output_html={tmp_path / 'b.html'}", flag)
+    assert (status, out) == (1, "")
+    assert err == (f"bert_tf attention: error: {what} is out of range (the model has "
+                   f"{count})\n")
+    assert not (tmp_path / "b.html").exists()
+
+
+def test_a_long_text_in_an_error_is_cut(tiny_google, capsys):
+  """fill-mask of a 3,500-character text whose [MASK] truncation removed: the one-line error
+  quotes the text's start and end and its length, not the whole text."""
+  folder, _ = tiny_google
+  text = " ".join(["word"] * 700) + " [MASK]"
+  status, _, err = _run(capsys, "fill-mask", f"--model={folder}", text)
+  assert status == 1 and err.count("\n") == 1
+  assert err == ("bert_tf fill-mask: error: fill_mask: no [MASK] in 'word word word word word "
+                 "word word word word word  ... ord word word word [MASK]' (3506 characters) "
+                 "(after truncation)\n")
+
+
 @pytest.mark.parametrize("argv", [
     ["attention", "--output_png=a.png", "text"],
     ["embed", "--plot=p.png", "text"],
