@@ -7,7 +7,6 @@ import os
 
 import numpy as np
 
-from bert_tf.errors import BertTfError
 from bert_tf.visualize.attention_html import as_attention, select_indexes
 from bert_tf.visualize.png import new_figure, save_png
 
