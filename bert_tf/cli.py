@@ -18,7 +18,7 @@ from absl import flags  # pylint: disable=wrong-import-position
 
 from bert_tf import flag_ranges  # pylint: disable=wrong-import-position
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, shortened
 
 
 def _prog():
@@ -93,13 +93,15 @@ def _help_asked(argv):
   return asked[0] if asked else None
 
 
-def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None):
+def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None, positional_args=False):
   """``absl.app.run`` with ``BertTfError`` printed as ``prog: error: message`` and exit 1,
   Ctrl-C as ``prog: interrupted`` and exit 130, SIGTERM as ``prog: terminated`` and exit 143:
   by ``KeyboardInterrupt`` (``Terminated`` for SIGTERM; cleanup code runs), or with
   ``ctrl_c_stops_at_once`` at once (the TensorFlow scripts; see ``stop_at_once_on_ctrl_c``).
   ``before_tensorflow(FLAGS)``, if given, runs before TensorFlow starts (see
-  ``_before_tensorflow``)."""
+  ``_before_tensorflow``). Arguments that are not flags are a one-line error (a glob given as
+  ``--input_file data/*.tfrecord`` is expanded by the shell: only the first file would be
+  read) unless ``positional_args``: then ``main`` gets them in ``argv[1:]``."""
 
   def _main(argv):
     if ctrl_c_stops_at_once:
@@ -108,6 +110,12 @@ def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None):
       signal.signal(signal.SIGTERM, _raise_terminated)
     try:
       flag_ranges.check(flags.FLAGS)  # nan, inf, negative rates...: one line, before anything
+      if len(argv) > 1 and not positional_args:
+        extra = shortened(" ".join(argv[1:]), 200)
+        raise BertTfError(
+            f"unexpected arguments {extra!r}: every input is a flag, --name=value (quote a "
+            "glob, --input_file='data/*.tfrecord', or the shell expands it into several "
+            "arguments)")
       return main(argv)
     except BertTfError as e:
       print(f"{_prog()}: error: {e}", file=sys.stderr)

@@ -26,6 +26,12 @@ legitimately change on resume are not recorded: --num_train_steps (--num_train_e
 to train longer, eval/predict flags, save/log intervals, paths of inputs and outputs, dtype,
 XLA, gradient accumulation and the distribution (the same global batch on other hardware).
 
+A run that does not train but uses the folder's checkpoints (eval or predict only) compares
+the BERT config's entries of the record with its own; and every run over a folder with
+checkpoints compares its --vocab_file with the folder's vocab.txt (the vocab the checkpoints
+were trained with, kept beside them): a vocab or config of another model would be evaluated
+without an error and then written over the folder's own.
+
 Both are applied by ``one_run_per_output_dir``, the decorator of the training library's
 ``run_pretraining``, ``run_classifier`` and ``run_squad``; under multi-worker training only
 the chief locks and writes, every task compares.
@@ -418,6 +424,75 @@ def check_settings(output_dir, settings, *, resume_with_changed_flags=False, pro
   return settings if write else None
 
 
+def check_config_for_use(output_dir, settings, *, resume_with_changed_flags=False,
+                         progress=None):
+  """For a run that uses the folder's checkpoints without training (eval, predict): the
+  ``bert_config_file.*`` entries of ``settings`` against the record, as ``check_settings``
+  (its other flags decide training only). Nothing is written."""
+  progress = progress or (lambda line: logging.warning("%s", line))
+  path = os.path.join(output_dir, SETTINGS_FILE)
+  if not fileio.exists(path):
+    return
+  with fileio.open_file(path) as f:
+    recorded = _parse(f.read()) or {}
+  recorded = {k: v for k, v in recorded.items() if k.startswith("bert_config_file.")}
+  settings = {k: v for k, v in settings.items() if k.startswith("bert_config_file.")}
+  if not recorded:
+    return
+  missing = object()
+  changed = [(name, recorded.get(name, missing), settings.get(name, missing))
+             for name in sorted(set(recorded) | set(settings))
+             if recorded.get(name, missing) != settings.get(name, missing)]
+  if not changed:
+    return
+  listed = "; ".join(
+      f"--bert_config_file's {name.partition('.')[2]} "
+      f"{'(none)' if old is missing else _show(old)} (now "
+      f"{'(none)' if new is missing else _show(new)})" for name, old, new in changed)
+  if not resume_with_changed_flags:
+    raise BertTfError(f"--output_dir {output_dir!r} holds checkpoints of another BERT config: "
+                      f"{listed}; give the config they were trained with (pass "
+                      "--resume_with_changed_flags to use them anyway)")
+  progress(f"warning: using the checkpoints of {output_dir} with a changed BERT config "
+           f"(--resume_with_changed_flags): {listed}")
+
+
+def _tokens(text):
+  """vocab.txt's tokens as ``tokenization.load_vocab`` reads them (lines, stripped)."""
+  lines = [line.strip() for line in text.splitlines()]
+  while lines and not lines[-1]:
+    lines.pop()
+  return lines
+
+
+def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, progress=None):
+  """For a run over a folder with checkpoints: ``vocab_file`` against the folder's vocab.txt
+  (written beside the checkpoints by the run that made them). Another vocab maps the same
+  ids to other words: a one-line error naming the first line that differs, unless
+  ``resume_with_changed_flags`` (then a warning). Nothing is written."""
+  progress = progress or (lambda line: logging.warning("%s", line))
+  kept_path = os.path.join(output_dir, "vocab.txt")
+  if not vocab_file or not fileio.exists(kept_path) or not fileio.exists(vocab_file):
+    return
+  if not fileio.is_remote(vocab_file) and not fileio.is_remote(kept_path) and \
+      os.path.abspath(vocab_file) == os.path.abspath(kept_path):
+    return
+  given, kept = _tokens(_read(vocab_file)), _tokens(_read(kept_path))
+  if given == kept:
+    return
+  line = next((i for i, (a, b) in enumerate(zip(given, kept)) if a != b),
+              min(len(given), len(kept))) + 1
+  what = (f"{len(given)} tokens against {len(kept)}" if len(given) != len(kept) else
+          f"{len(given)} tokens each")
+  message = (f"--vocab_file {vocab_file!r} is not the vocab of the checkpoints in "
+             f"--output_dir {output_dir!r} ({kept_path}; {what}, the first difference at "
+             f"line {line})")
+  if not resume_with_changed_flags:
+    raise BertTfError(f"{message}; give that vocab (pass --resume_with_changed_flags to use "
+                      "the checkpoints anyway, or use another --output_dir)")
+  progress(f"warning: {message}: going on (--resume_with_changed_flags)")
+
+
 def record_settings(output_dir, settings):
   """Writes ``settings`` as ``output_dir/run_settings.json`` (atomically)."""
   _write_settings(os.path.join(output_dir, SETTINGS_FILE), settings)
@@ -455,6 +530,13 @@ def one_run_per_output_dir(trajectory):
           changed = check_settings(output_dir, settings,
                                    resume_with_changed_flags=resume_with_changed_flags,
                                    progress=progress, write=chief)
+        elif "bert_config" in trajectory and _has_checkpoints(output_dir):
+          check_config_for_use(output_dir, trajectory_settings(arguments, ("bert_config",)),
+                               resume_with_changed_flags=resume_with_changed_flags,
+                               progress=progress)
+        if _has_checkpoints(output_dir):
+          check_vocab(output_dir, arguments.get("vocab_file"),
+                      resume_with_changed_flags=resume_with_changed_flags, progress=progress)
         try:
           results = run(*args, **kwargs)
         except BaseException:

@@ -135,4 +135,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  cli.run(main)
+  cli.run(main, positional_args=True)  # Beam's options, after '--'

@@ -176,6 +176,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
   from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
   from bert_tf import paths  # pylint: disable=import-outside-toplevel
+  from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
 
   from bert_tf.training import (  # pylint: disable=import-outside-toplevel
       eval_during_training as eval_during)
@@ -197,6 +198,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   preflight.keep_checkpoint_max(keep_checkpoint_max)
   if vocab_file:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
+    # Copied beside the checkpoints: a vocab of another size makes a folder nothing loads.
+    tokenization.check_vocab_size(vocab_file, len(tokenization.load_vocab(vocab_file)),
+                                  bert_config.vocab_size)
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                       f"{bert_config.max_position_embeddings} of the BERT config")

@@ -146,6 +146,46 @@ def test_the_scripts_say_it_in_one_line(tmp_path, config_file, uncased_vocab, re
   assert digests(tmp_path) == before
 
 
+def test_arguments_that_are_not_flags_are_one_line(tmp_path, config_file, uncased_vocab):
+  """``--input_file data/*.tfrecord`` with a space: the shell expands the glob into several
+  arguments, and the scripts read the first file only (check_tfrecords.py said "no damage"
+  of a folder whose second file was damaged). Each script refuses extra arguments now;
+  create_pretraining_data.py keeps Beam's options after '--' (with --runner)."""
+  first, second = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+  for path in (first, second):
+    with tf.io.TFRecordWriter(str(path)) as writer:
+      writer.write(b"record")
+  before = digests(tmp_path)
+  expected = (": error: unexpected arguments '{}': every input is a flag, --name=value (quote a "
+              "glob, --input_file='data/*.tfrecord', or the shell expands it into several "
+              "arguments)")
+  result = run_script("data_prep/check_tfrecords.py", "--input_file", first, second)
+  assert error_line(result) == "check_tfrecords.py" + expected.format(second)
+  result = run_script("run_pretraining.py", f"--input_file={first}", second,
+                      f"--output_dir={tmp_path / 'out'}", f"--bert_config_file={config_file}",
+                      "--do_train=True", "--max_seq_length=32")
+  assert error_line(result) == "run_pretraining.py" + expected.format(second)
+  result = run_script("data_prep/build_vocab.py", f"--input_file={first}", second,
+                      f"--vocab_file={tmp_path / 'vocab.txt'}")
+  assert error_line(result) == "build_vocab.py" + expected.format(second)
+  assert digests(tmp_path) == before
+
+
+def test_run_pretraining_refuses_a_vocab_of_another_size(tmp_path, uncased_vocab):
+  """--vocab_file is copied beside the checkpoints: one of another size than the config's
+  vocab_size (here the config's 30522 against a 1000-token vocab) made a folder that
+  ``bert_tf.load`` and the fine-tuning scripts refuse; it is refused before training now, as
+  run_classifier and run_squad refuse it."""
+  small = tmp_path / "small_vocab.txt"
+  small.write_text("\n".join(uncased_vocab.read_text().splitlines()[:1000]) + "\n")
+  with pytest.raises(BertTfError) as raised:
+    pretraining.run_pretraining(CONFIG, str(tmp_path / "none.tfrecord"), str(tmp_path / "out"),
+                                tf.distribute.get_strategy(), vocab_file=str(small))
+  assert str(raised.value) == (f"vocab file {str(small)!r} has 1000 tokens but the BERT config "
+                               "says vocab_size 30522: they are not of the same model")
+  assert not (tmp_path / "out").exists()
+
+
 # === Vocab, checkpoints kept, TF_CONFIG ===
 
 @pytest.mark.parametrize("token", ["[CLS]", "[SEP]"])

@@ -101,3 +101,48 @@ def test_two_runs_a_killed_holder_and_changed_flags(workdir, base, tmp_path):  #
   assert "step 6/6" in fourth.stdout and _latest(out) == "ckpt-6"
   assert json.loads((out / "run_settings.json").read_text())["seed"] == 2
   assert not (out / ".bert_tf.lock").exists()
+
+
+def test_another_vocab_or_config_over_trained_checkpoints_is_refused(  # noqa: F811
+    workdir, tmp_path, uncased_vocab):
+  """An eval-only run with another BERT config (hidden_act gelu -> relu: the same shapes, so
+  the checkpoints restore), or any run with another vocab of the same size (two tokens
+  swapped), was evaluated or resumed without a word, and then wrote its config and vocab over
+  the folder's own. Each is one line now, the folder byte for byte as it was; with
+  --resume_with_changed_flags a warning, and the run goes on."""
+  out = tmp_path / "out"
+  vocab_flag = [f"--vocab_file={uncased_vocab}"]
+  assert _run(_command(workdir, out, 2, [*FLAGS, *vocab_flag])).returncode == 0
+  lines = uncased_vocab.read_text().splitlines()
+  lines[2000], lines[2001] = lines[2001], lines[2000]
+  other_vocab = tmp_path / "other_vocab.txt"
+  other_vocab.write_text("\n".join(lines) + "\n")
+  relu = tmp_path / "relu_config.json"
+  relu.write_text((workdir / "bert_config.json").read_text().replace('"gelu"', '"relu"'))
+  eval_only = ["--do_train=False", "--do_eval=True", "--max_eval_steps=1"]
+  before = _digests(out)
+  vocab_message = (f"{PROG}: error: --vocab_file '{other_vocab}' is not the vocab of the "
+                   f"checkpoints in --output_dir '{out}' ({out}/vocab.txt; 30522 tokens each, "
+                   "the first difference at line 2001); give that vocab (pass "
+                   "--resume_with_changed_flags to use the checkpoints anyway, or use another "
+                   "--output_dir)")
+  for extra, message in (
+      ([*eval_only, f"--bert_config_file={relu}", *vocab_flag],
+       f"{PROG}: error: --output_dir '{out}' holds checkpoints of another BERT config: "
+       "--bert_config_file's hidden_act gelu (now relu); give the config they were trained "
+       "with (pass --resume_with_changed_flags to use them anyway)"),
+      ([*eval_only, f"--vocab_file={other_vocab}"], vocab_message),
+      ([f"--vocab_file={other_vocab}"], vocab_message)):  # a training resume
+    result = _run(_command(workdir, out, 4, [*FLAGS, *extra]))
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == message
+    assert _digests(out) == before
+  # The folder's own vocab and config: evaluated as before.
+  result = _run(_command(workdir, out, 4, [*FLAGS, *eval_only, *vocab_flag]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  result = _run(_command(workdir, out, 4, [*FLAGS, *eval_only, f"--vocab_file={other_vocab}",
+                                           "--resume_with_changed_flags"]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (f"warning: {vocab_message.split('error: ', 1)[1].split('; give')[0]}: going on "
+          "(--resume_with_changed_flags)") in result.stdout.splitlines()
