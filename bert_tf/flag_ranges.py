@@ -50,6 +50,10 @@ RULES = {
     "peak_tflops": _POSITIVE,
     "null_score_diff_threshold": (_finite, "a finite number"),
     "worker_start_timeout_s": _POSITIVE,
+    # keras.utils.set_random_seed's range (create_pretraining_data's --random_seed, Python's
+    # random.Random as the original, takes any integer).
+    "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1]"),
+    "shard_size_mb": _POSITIVE,
 }
 
 

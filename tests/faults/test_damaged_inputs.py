@@ -221,6 +221,30 @@ def test_flag_ranges_every_script_shares(flag, value, message):
   assert str(error.value) == message
 
 
+@pytest.mark.parametrize("flag,value,message", [
+    ("seed", "-1", "--seed=-1: must be in [0, 2**32 - 1]"),
+    ("seed", "4294967296", "--seed=4294967296: must be in [0, 2**32 - 1]"),
+    ("shard_size_mb", "inf", "--shard_size_mb=inf: must be a finite number > 0"),
+    ("shard_size_mb", "nan", "--shard_size_mb=nan: must be a finite number > 0"),
+])
+def test_seed_and_shard_size_ranges(flag, value, message):
+  """--seed outside keras.utils.set_random_seed's range and a --shard_size_mb of inf or nan
+  were tracebacks (ValueError, OverflowError) after the run had started writing."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_tf import flag_ranges  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  flags.DEFINE_integer("seed", None, "", flag_values=fv)
+  flags.DEFINE_float("shard_size_mb", 16.0, "", flag_values=fv)
+  fv(["prog", "--seed=0"])
+  flag_ranges.check(fv)
+  fv(["prog", "--seed=4294967295"])
+  flag_ranges.check(fv)
+  fv(["prog", f"--{flag}={value}"])
+  with pytest.raises(BertTfError) as error:
+    flag_ranges.check(fv)
+  assert str(error.value) == message
+
+
 def test_non_finite_loss_stops_at_its_step_keeps_last_finite_checkpoint(work, tmp_path):
   # An overflowing learning rate, no warmup: update 1 (from the initial weights, a finite
   # loss) moves every weight by about 1e30 x lr-free Adam steps; the next forward pass
