@@ -54,6 +54,8 @@ RULES = {
     # random.Random as the original, takes any integer).
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1]"),
     "shard_size_mb": _POSITIVE,
+    "num_unused_tokens": _AT_LEAST_0,  # build_vocab.py
+    "min_pair_count": _AT_LEAST_1,
 }
 
 

@@ -28,6 +28,7 @@ Example:
 import collections
 import heapq
 
+from absl import logging
 import tensorflow as tf
 
 from bert_tf import fileio
@@ -142,29 +143,47 @@ def learn_vocab(word_counts, vocab_size, num_unused_tokens=0, min_pair_count=2):
   return vocab
 
 
-def _read_lines(input_files):
+def _read_lines(input_files, skip_invalid_utf8=False, skipped=None):
+  """The files' lines (str), strictly UTF-8: an invalid line is a one-line error naming its
+  file and line (create_pretraining_data's rule), or, with ``skip_invalid_utf8``, left out
+  and counted in ``skipped[0]``."""
   for pattern in input_files:
     paths = tf.io.gfile.glob(pattern)
     if not paths:
       raise BertTfError(f"input file not found: {pattern!r}")
     for path in sorted(paths):
+      if tf.io.gfile.isdir(path):
+        raise BertTfError(f"--input_file {path!r} is a folder: give its files (e.g. "
+                          f"'{path.rstrip('/')}/*.txt')")
       with tf.io.gfile.GFile(path, "rb") as f:
-        for line in f:
-          yield line
+        for number, line in enumerate(f, 1):
+          try:
+            yield line.decode("utf-8")
+          except UnicodeDecodeError as e:
+            if not skip_invalid_utf8:
+              raise BertTfError(f"{path}:{number}: invalid UTF-8 at byte {e.start + 1} of the "
+                                "line (fix the file or pass --skip_invalid_utf8)") from None
+            if skipped is not None:
+              skipped[0] += 1
 
 
 def build_vocab(input_files, vocab_file, vocab_size, do_lower_case=True, num_unused_tokens=0,
-                min_pair_count=2):
+                min_pair_count=2, skip_invalid_utf8=False):
   """Counts the words of text files (glob patterns), learns a vocab, writes ``vocab_file``.
 
   Returns:
     The vocab (list of tokens in id order), as written.
 
   Raises:
-    BertTfError: a pattern matches no file, the files hold no word (empty, or blank), or
-      ``vocab_size`` is too small. Nothing is written then.
+    BertTfError: a pattern matches no file or a folder, a line is not valid UTF-8 (unless
+      ``skip_invalid_utf8``: such lines are left out, with a warning), the files hold no word
+      (empty, or blank), or ``vocab_size`` is too small. Nothing is written then.
   """
-  counts = count_words(_read_lines(input_files), do_lower_case=do_lower_case)
+  skipped = [0]
+  counts = count_words(_read_lines(input_files, skip_invalid_utf8, skipped),
+                       do_lower_case=do_lower_case)
+  if skipped[0]:
+    logging.warning("skipped %d lines of invalid UTF-8", skipped[0])
   if not counts:
     # A vocab of the special tokens alone would tokenize every text to [UNK].
     raise BertTfError(f"no words in --input_file {','.join(input_files)!r} (empty or blank "

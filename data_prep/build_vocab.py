@@ -19,6 +19,8 @@ flags.DEFINE_bool("do_lower_case", True, "Lowercase (and strip accents) as an un
 flags.DEFINE_integer("num_unused_tokens", 0,
                      "[unusedN] slots after [PAD] (Google's vocabs have 99).")
 flags.DEFINE_integer("min_pair_count", 2, "Stop merging when pairs are rarer than this.")
+flags.DEFINE_bool("skip_invalid_utf8", False,
+                  "Skip (and count) lines that are not valid UTF-8 instead of failing.")
 flags.mark_flags_as_required(["input_file", "vocab_file"])
 
 
@@ -30,7 +32,8 @@ def main(argv):
   tokens = vocab.build_vocab(FLAGS.input_file, FLAGS.vocab_file, FLAGS.vocab_size,
                              do_lower_case=FLAGS.do_lower_case,
                              num_unused_tokens=FLAGS.num_unused_tokens,
-                             min_pair_count=FLAGS.min_pair_count)
+                             min_pair_count=FLAGS.min_pair_count,
+                             skip_invalid_utf8=FLAGS.skip_invalid_utf8)
   print(f"wrote {len(tokens)} tokens to {FLAGS.vocab_file}")
 
 

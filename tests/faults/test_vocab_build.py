@@ -43,3 +43,40 @@ def test_build_vocab_on_blank_files(tmp_path):
   assert written[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(written) > 5
   tokenizer = tokenization.FullTokenizer(str(tmp_path / "vocab.txt"))
   assert "".join(tokenizer.tokenize("hi")).replace("##", "") == "hi"
+
+
+def test_invalid_utf8_and_a_folder_are_named(tmp_path):
+  """Invalid UTF-8 was dropped without a word (create_pretraining_data stops at the file and
+  line for the same input); a folder as input said "no words". Both name the file now, and
+  --skip_invalid_utf8 leaves out the bad lines as create_pretraining_data's does."""
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_bytes(b"hello world\nabc\xff\xfe zebra\ngood night\n")
+  (tmp_path / "folder").mkdir()
+  before = digests(tmp_path)
+  with pytest.raises(BertTfError) as error:
+    vocab.build_vocab([str(corpus)], str(tmp_path / "vocab.txt"), vocab_size=100)
+  assert str(error.value) == (f"{corpus}:2: invalid UTF-8 at byte 4 of the line (fix the file "
+                              "or pass --skip_invalid_utf8)")
+  with pytest.raises(BertTfError) as error:
+    vocab.build_vocab([str(tmp_path / "folder")], str(tmp_path / "vocab.txt"), vocab_size=100)
+  assert str(error.value) == (f"--input_file '{tmp_path}/folder' is a folder: give its files "
+                              f"(e.g. '{tmp_path}/folder/*.txt')")
+  assert digests(tmp_path) == before
+  written = vocab.build_vocab([str(corpus)], str(tmp_path / "vocab.txt"), vocab_size=100,
+                              skip_invalid_utf8=True)
+  # Every character of the other lines; none of the skipped line's own (z, b).
+  assert {"h", "w", "g", "n", "##e", "##o"} <= set(written)
+  assert not {"z", "##z", "b", "##b"} & set(written)
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--num_unused_tokens=-1", "--num_unused_tokens=-1: must be >= 0"),
+    ("--min_pair_count=0", "--min_pair_count=0: must be >= 1"),
+])
+def test_build_vocab_flag_ranges(tmp_path, flag, message):
+  (tmp_path / "corpus.txt").write_text("the cat sat\n")
+  before = digests(tmp_path)
+  result = run_script("data_prep/build_vocab.py", f"--input_file={tmp_path}/corpus.txt",
+                      f"--vocab_file={tmp_path}/vocab.txt", "--vocab_size=100", flag)
+  assert error_line(result) == f"build_vocab.py: error: {message}"
+  assert digests(tmp_path) == before
