@@ -374,6 +374,25 @@ def _write_settings(path, settings):
     f.write(json.dumps(settings, indent=1, sort_keys=True) + "\n")
 
 
+def _differences(recorded, settings):
+  """``--flag old (now new); ...`` for each entry that differs between the two dicts
+  (``bert_config_file.key`` entries as ``--bert_config_file's key``), or "" if none does."""
+  missing = object()
+
+  def flag(name):
+    file_flag, _, key = name.partition(".")
+    return f"--{file_flag}'s {key}" if key else f"--{name}"
+
+  def show(value):
+    return "(none)" if value is missing else _show(value)
+
+  return "; ".join(
+      f"{flag(name)} {show(recorded.get(name, missing))} (now "
+      f"{show(settings.get(name, missing))})"
+      for name in sorted(set(recorded) | set(settings))
+      if recorded.get(name, missing) != settings.get(name, missing))
+
+
 def check_settings(output_dir, settings, *, resume_with_changed_flags=False, progress=None,
                    write=True):
   """Records ``settings`` in ``output_dir/run_settings.json`` when the folder has no
@@ -401,20 +420,9 @@ def check_settings(output_dir, settings, *, resume_with_changed_flags=False, pro
     progress(f"note: {path} is missing or unreadable (a folder of an older bert_tf?): the "
              "flags of its checkpoints are unknown; this run's are recorded when it ends")
     return settings if write else None
-  missing = object()
-  changed = [(name, recorded.get(name, missing), settings.get(name, missing))
-             for name in sorted(set(recorded) | set(settings))
-             if recorded.get(name, missing) != settings.get(name, missing)]
-  if not changed:
+  listed = _differences(recorded, settings)
+  if not listed:
     return None
-
-  def flag(name):
-    file_flag, _, key = name.partition(".")
-    return f"--{file_flag}'s {key}" if key else f"--{name}"
-
-  listed = "; ".join(
-      f"{flag(name)} {'(none)' if old is missing else _show(old)} (now "
-      f"{'(none)' if new is missing else _show(new)})" for name, old, new in changed)
   if not resume_with_changed_flags:
     raise BertTfError(f"--output_dir {output_dir!r} holds checkpoints made with other flags: "
                       f"{listed}; pass --resume_with_changed_flags to resume them anyway, or "
@@ -437,18 +445,9 @@ def check_config_for_use(output_dir, settings, *, resume_with_changed_flags=Fals
     recorded = _parse(f.read()) or {}
   recorded = {k: v for k, v in recorded.items() if k.startswith("bert_config_file.")}
   settings = {k: v for k, v in settings.items() if k.startswith("bert_config_file.")}
-  if not recorded:
+  listed = _differences(recorded, settings) if recorded else None
+  if not listed:
     return
-  missing = object()
-  changed = [(name, recorded.get(name, missing), settings.get(name, missing))
-             for name in sorted(set(recorded) | set(settings))
-             if recorded.get(name, missing) != settings.get(name, missing)]
-  if not changed:
-    return
-  listed = "; ".join(
-      f"--bert_config_file's {name.partition('.')[2]} "
-      f"{'(none)' if old is missing else _show(old)} (now "
-      f"{'(none)' if new is missing else _show(new)})" for name, old, new in changed)
   if not resume_with_changed_flags:
     raise BertTfError(f"--output_dir {output_dir!r} holds checkpoints of another BERT config: "
                       f"{listed}; give the config they were trained with (pass "
