@@ -21,6 +21,7 @@ to Beam metrics (counters, and a distribution of the workers' peak memory) and m
 apache-beam is optional (``pip install 'bert_tf[beam]'``); ``run`` says so when it is missing.
 """
 
+import contextlib
 import logging
 import os
 import re
@@ -226,6 +227,35 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer,
   return summary
 
 
+def _is_user_error(record):
+  """Whether a log record carries a ``BertTfError`` (in its exception or the chain behind)."""
+  error = record.exc_info[1] if record.exc_info else None
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, BertTfError):
+      return True
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return False
+
+
+@contextlib.contextmanager
+def _user_errors_unlogged():
+  """Beam logs a worker's exception with its traceback at ERROR before the pipeline fails; for
+  a user's mistake (a ``BertTfError``: invalid UTF-8, ...) the driver's one line says it all,
+  so those records are dropped by the handlers they would reach (the root logger's)."""
+  def keep(record):
+    return not _is_user_error(record)
+  handlers = list(logging.getLogger().handlers)
+  for handler in handlers:
+    handler.addFilter(keep)
+  try:
+    yield
+  finally:
+    for handler in handlers:
+      handler.removeFilter(keep)
+
+
 def _run(beam_options, shards, names, base, spill_dir, worker_config):
   """Builds and runs the pipeline; returns its result (finished)."""
   from apache_beam.options.value_provider import StaticValueProvider  # pylint: disable=import-outside-toplevel
@@ -250,14 +280,21 @@ def _run(beam_options, shards, names, base, spill_dir, worker_config):
            temp_directory=StaticValueProvider(
                str, beam_filesystems.FileSystems.join(spill_dir, "write"))))
   try:
-    with quiet.child_processes_quiet():  # DirectRunner's worker processes' logging set-up.
+    # DirectRunner's worker processes' logging set-up; a worker's BertTfError without Beam's
+    # traceback of it.
+    with quiet.child_processes_quiet(), _user_errors_unlogged():
       result = p.run()
       result.wait_until_finish()
   except Exception as e:  # pylint: disable=broad-except
     # A worker's BertTfError reaches us wrapped (with remote tracebacks): its line is the news.
+    # In one process, the worker's own BertTfError, its message ending "[while running
+    # 'Step']": Beam's words, not the user's.
+    suffix = r" \[while running '[^']*'\].*$"
+    if isinstance(e, BertTfError):
+      raise BertTfError(re.sub(suffix, "", str(e))) from None
     found = re.findall(r"BertTfError: ([^\n]+)", str(e))
     if found:
-      raise BertTfError(found[-1].strip().rstrip("'\"]")) from None
+      raise BertTfError(re.sub(suffix, "", found[-1]).strip().rstrip("'\"]")) from None
     raise
   state = str(result.state)
   if "DONE" not in state:
