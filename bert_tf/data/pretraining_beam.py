@@ -259,7 +259,14 @@ def _user_errors_unlogged():
 def _run(beam_options, shards, names, base, spill_dir, worker_config):
   """Builds and runs the pipeline; returns its result (finished)."""
   from apache_beam.options.value_provider import StaticValueProvider  # pylint: disable=import-outside-toplevel
-  p = beam.Pipeline(options=beam_options)
+  try:
+    p = beam.Pipeline(options=beam_options)
+  except ValueError as e:  # The runner's required options (DataflowRunner: project, ...).
+    problems = [line.strip().rstrip(".") for line in str(e).splitlines()[1:] if line.strip()]
+    if not str(e).startswith("Pipeline has validations errors") or not problems:
+      raise
+    raise BertTfError(f"--runner: {'; '.join(problems)} (Beam's options go after '--', e.g. "
+                      "-- --project=P --region=R --temp_location=gs://bucket/tmp)") from None
   shares = (p
             | "Shards" >> beam.Create(list(range(len(shards))))
             | "Spread" >> beam.Reshuffle()

@@ -109,6 +109,11 @@ def test_a_workers_error_is_one_line_and_leaves_no_output(inputs, uncased_vocab,
      r"pip install 'bert_tf\[beam\]'"),
     (["--", "--project=p"], False,
      r"unexpected arguments '--project=p' \(Beam's options, after '--', need --runner\)"),
+    # Was Beam's 29-line ValueError traceback ("Pipeline has validations errors").
+    (["--runner=DataflowRunner", "--", "--project=p"], False,
+     r"--runner: Missing GCS path option: temp_location; .*Missing required option: region "
+     r"\(Beam's options go after '--', e\.g\. -- --project=P --region=R "
+     r"--temp_location=gs://bucket/tmp\)"),
 ])
 def test_flag_errors_are_one_line(inputs, uncased_vocab, tmp_path, args, hide_beam, message):
   result = _script(*_flags(inputs, uncased_vocab, [str(tmp_path / "o.tfrecord")]), *args,
