@@ -98,6 +98,14 @@ def main(argv):
 
   # Bad output paths fail here, before any work and before anything is written.
   output_files = [f for f in FLAGS.output_file.split(",") if f]
+  # The readers (run_pretraining, check_tfrecords.py) take a file for GZIP by its .gz name.
+  misnamed = [f for f in output_files if f.endswith(".gz") != FLAGS.gzip]
+  if misnamed and FLAGS.gzip:
+    raise BertTfError(f"--output_file {misnamed[0]!r}: --gzip outputs are named *.gz (the "
+                      "readers take a file for GZIP by its name)")
+  if misnamed:
+    raise BertTfError(f"--output_file {misnamed[0]!r} is named .gz but --gzip is off: pass "
+                      "--gzip, or drop the .gz")
   output_checks.check_outputs(output_files, pretraining.expand_input_files(FLAGS.input_file),
                               FLAGS.vocab_file)
   for path in output_checks.remove_leftovers(output_files):

@@ -59,7 +59,7 @@ def test_direct_runner_writes_the_bytes_of_sharded_mode(inputs, uncased_vocab, t
   sharded_dir, beam_dir = tmp_path / "sharded", tmp_path / "beam"
   sharded_dir.mkdir()
   beam_dir.mkdir()
-  names = ["a.tfrecord", "b.tfrecord", "c.tfrecord"]
+  names = [f"{n}.tfrecord{'.gz' if gzip else ''}" for n in "abc"]
   options = pretraining.InstanceOptions(max_seq_length=64, max_predictions_per_seq=10,
                                         dupe_factor=2, random_seed=7)
   expected = pretraining.create_pretraining_data(

@@ -58,6 +58,24 @@ def test_the_same_output_twice_is_an_error(tmp_path, vocab):
   assert _tree(tmp_path) == []
 
 
+def test_gzip_and_the_output_names_agree(tmp_path, vocab):
+  """--gzip wrote GZIP into a file named .tfrecord (or a .gz name got plain records): the
+  readers take a file for GZIP by its .gz name, so run_pretraining and check_tfrecords.py
+  then called the valid file damaged. The mismatch is refused before anything is written;
+  matching names are written as before (a GZIP stream under .gz)."""
+  plain, zipped = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord.gz")
+  _assert_one_line_error(_run(tmp_path, vocab, [zipped, plain], SOTU, "--gzip"),
+                         f"--output_file {plain!r}: --gzip outputs are named *.gz (the "
+                         "readers take a file for GZIP by its name)")
+  _assert_one_line_error(_run(tmp_path, vocab, [plain, zipped]),
+                         f"--output_file {zipped!r} is named .gz but --gzip is off: pass "
+                         "--gzip, or drop the .gz")
+  assert _tree(tmp_path) == []
+  assert _run(tmp_path, vocab, [zipped], SOTU, "--gzip").returncode == 0
+  with open(zipped, "rb") as f:
+    assert f.read(2) == b"\x1f\x8b"
+
+
 def test_an_output_equal_to_an_input_or_the_vocab_is_an_error(tmp_path, vocab):
   corpus = tmp_path / "corpus.txt"
   corpus.write_bytes(open(SOTU, "rb").read())
