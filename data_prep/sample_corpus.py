@@ -44,6 +44,10 @@ def main(argv):
   from bert_tf import fileio, paths  # pylint: disable=import-outside-toplevel
   paths.check_paths(outputs={"--output_file": FLAGS.output_file})
   documents = sample_documents(FLAGS.min_sentence_chars)
+  if not documents:  # An empty corpus is create_pretraining_data's error later, far from here.
+    from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
+    raise BertTfError(f"--min_sentence_chars={FLAGS.min_sentence_chars}: no document keeps "
+                      "two sentences that long; nothing written")
   with fileio.atomic_write(FLAGS.output_file) as f:
     for sentences in documents:
       f.write("\n".join(sentences) + "\n\n")

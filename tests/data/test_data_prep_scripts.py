@@ -39,3 +39,15 @@ def test_missing_input_is_one_line_error(tmp_path):
                 f"--vocab_file={tmp_path}/v.txt")
   assert result.returncode == 1 and "Traceback" not in result.stderr
   assert "input file not found" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_sample_with_no_document_left_is_one_line(tmp_path):
+  """--min_sentence_chars longer than every sentence wrote an empty corpus with exit 0 (and
+  create_pretraining_data failed later on it)."""
+  corpus = tmp_path / "corpus.txt"
+  result = _run("sample_corpus.py", f"--output_file={corpus}", "--min_sentence_chars=100000")
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "sample_corpus.py: error: --min_sentence_chars=100000: no document keeps two sentences "
+      "that long; nothing written")
+  assert not os.listdir(tmp_path)
