@@ -107,3 +107,26 @@ def read_tokens(folder):
   if labels is None or len(labels) < 2:
     raise BertTfError(f"{path}: 'labels' must be a list of at least 2 tag names")
   return info
+
+
+def check_unchanged(folder, kept, now, file_name):
+  """A run over ``folder``'s fine-tuned checkpoints against what they were fine-tuned with:
+  ``kept`` (``read``/``read_tokens`` of the folder, None when there is none) and ``now`` (the
+  same keys, this run's values). Output i of the head is the label ``kept["labels"][i]``: a
+  run with another label order, task or casing would evaluate or resume the weights under
+  other names and write its labels over the folder's. Raises a one-line ``BertTfError`` naming
+  what differs."""
+  if kept is None:
+    return
+  changed = [(key, kept.get(key, False), value) for key, value in now.items()
+             if kept.get(key, False) != value]
+  if not changed:
+    return
+
+  def show(value):
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+  listed = "; ".join(f"{key} {show(old)} (now {show(new)})" for key, old, new in changed)
+  raise BertTfError(f"--output_dir {folder!r} holds checkpoints fine-tuned with other labels "
+                    f"({os.path.join(folder, file_name)}): {listed}; give the same --labels / "
+                    "--task_name / --do_lower_case, or use another --output_dir")

@@ -318,3 +318,54 @@ def test_only_gs_paths_are_probed_once_per_bucket(monkeypatch, tmp_path):
                     outputs={"--output_dir": paths.Folder("gs://b2/out"),
                              "--output_file": str(tmp_path / "x.npy")})
   assert probed == [("--input_file", "gs://b1/a.tfrecord"), ("--output_dir", "gs://b2/out")]
+
+
+def test_another_label_order_over_fine_tuned_checkpoints_is_refused(tmp_path, config_file,
+                                                                   uncased_vocab):
+  """An eval-only run with --labels in another order evaluated the fine-tuned weights under
+  swapped names and wrote its classifier.json over the folder's (bert_tf.load(folder) then
+  answered "spam" where the weights mean "ham"); so did another --task_name. Refused now,
+  naming what differs, the folder byte for byte as it was; the same labels still evaluate."""
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = "text_a\tlabel\nhello world\tham\nbuy now cheap\tspam\nmeeting at noon\tham\n"
+  for split in ("train", "dev"):
+    (data / f"{split}.tsv").write_text(rows + "free money\tspam\n")
+  out = tmp_path / "out"
+  common = ("run_classifier.py", "--task_name=user", f"--data_dir={data}",
+            f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+            "--max_seq_length=16", "--train_batch_size=2", "--num_train_epochs=1", "--seed=1",
+            f"--output_dir={out}")
+  result = run_script(*common, "--do_train=True")
+  assert result.returncode == 0, result.stderr[-3000:]
+  before = digests(out)
+  result = run_script(*common, "--do_eval=True", "--labels=spam,ham")
+  assert error_line(result) == (
+      f"run_classifier.py: error: --output_dir '{out}' holds checkpoints fine-tuned with other "
+      f"labels ({out}/classifier.json): labels ham,spam (now spam,ham); give the same --labels "
+      "/ --task_name / --do_lower_case, or use another --output_dir")
+  assert digests(out) == before
+  result = run_script(*common, "--do_eval=True")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert json.loads((out / "classifier.json").read_text())["labels"] == ["ham", "spam"]
+
+
+def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, config_file,
+                                                                     uncased_vocab):
+  """run_ner's token_classifier.json the same way: an eval-only run with --labels in another
+  order is refused, the folder as it was."""
+  out = tmp_path / "out"
+  common = ("run_ner.py", f"--data_dir={FIXTURES / 'ner' / 'conll2003_sample'}",
+            f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+            "--max_seq_length=32", "--train_batch_size=2", "--num_train_epochs=1", "--seed=1",
+            f"--output_dir={out}")
+  result = run_script(*common, "--do_train=True")
+  assert result.returncode == 0, result.stderr[-3000:]
+  kept = json.loads((out / "token_classifier.json").read_text())["labels"]
+  before = digests(out)
+  result = run_script(*common, "--do_eval=True", f"--labels={','.join(kept[::-1])}")
+  assert error_line(result) == (
+      f"run_ner.py: error: --output_dir '{out}' holds checkpoints fine-tuned with other labels "
+      f"({out}/token_classifier.json): labels {','.join(kept)} (now {','.join(kept[::-1])}); "
+      "give the same --labels / --task_name / --do_lower_case, or use another --output_dir")
+  assert digests(out) == before
