@@ -164,7 +164,8 @@ def main(argv):
   configs += [(f"bert_tf Beam DirectRunner --num_workers={n}", int(n)) for n in FLAGS.beam]
   for name, workers in configs:
     beam = "Beam" in name
-    out = os.path.join(work, f"bert_tf-{'beam-' if beam else ''}{workers}.tfrecord")
+    out = os.path.join(work, f"bert_tf-{'beam-' if beam else ''}{workers}.tfrecord"
+                       f"{'.gz' if FLAGS.gzip else ''}")  # --gzip outputs are named .gz
     best = None
     for _ in range(FLAGS.runs):
       r = _measure(os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),

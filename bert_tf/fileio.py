@@ -206,3 +206,17 @@ def require_file(path, what="file", flag=None):
     where = f" (--{flag})" if flag else ""
     raise BertTfError(f"{what} not found{where}: {path!r}")
   return path
+
+
+def read_utf8(path, strip_bom=True):
+  """The text of ``path`` (local or ``gs://``) decoded as UTF-8, a leading byte-order mark
+  (Windows Notepad's) dropped unless ``strip_bom`` is False; bytes that are not UTF-8 are a
+  one-line ``BertTfError`` naming the file, line and byte."""
+  with open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8-sig" if strip_bom else "utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+    raise BertTfError(f"{path}:{line}: not valid UTF-8 (byte {column} of the line)") from None

@@ -54,6 +54,9 @@ RULES = {
     # random.Random as the original, takes any integer).
     "seed": (lambda v: 0 <= v < 2**32, "in [0, 2**32 - 1]"),
     "shard_size_mb": _POSITIVE,
+    # [CLS], a word piece and [SEP] (a pair: both texts may be cut to nothing); scripts that
+    # need more say so themselves.
+    "max_seq_length": (lambda v: v >= 3, ">= 3"),
     "num_unused_tokens": _AT_LEAST_0,  # build_vocab.py
     "min_pair_count": _AT_LEAST_1,
 }

@@ -528,8 +528,8 @@ class UserTaskProcessor(DataProcessor):
       raise BertTfError("a user task needs its labels (--labels) or a data_dir to find them in")
     labels_file = os.path.join(self.data_dir, "labels.txt")
     if tf.io.gfile.exists(labels_file):
-      with tf.io.gfile.GFile(labels_file, "r") as f:
-        labels = [line.strip() for line in f if line.strip()]
+      labels = [line.strip() for line in fileio.read_utf8(labels_file).split("\n")
+                if line.strip()]
       if len(set(labels)) != len(labels) or len(labels) < 2:
         raise BertTfError(f"{labels_file}: needs at least 2 distinct labels, one per line")
       return tuple(labels)

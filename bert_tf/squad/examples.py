@@ -23,7 +23,6 @@ import json
 from typing import NamedTuple, Optional
 
 from absl import logging
-import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
@@ -106,8 +105,7 @@ def load_squad_json(input_file):
     BertTfError: the file is missing or is not valid JSON.
   """
   fileio.require_file(input_file, "SQuAD file")
-  with tf.io.gfile.GFile(input_file, "r") as reader:
-    text = reader.read()
+  text = fileio.read_utf8(input_file, strip_bom=False)  # A BOM: json's one-line error.
   try:
     return json.loads(text)
   except json.JSONDecodeError as e:

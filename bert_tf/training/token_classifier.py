@@ -135,8 +135,7 @@ def resolve_labels(labels, data_dir, output_dir, train_sentences):
     return list(labels)
   listed = os.path.join(data_dir, "labels.txt") if data_dir else None
   if listed and tf.io.gfile.exists(listed):
-    with tf.io.gfile.GFile(listed, "r") as f:
-      names = [line.strip() for line in f if line.strip()]
+    names = [line.strip() for line in fileio.read_utf8(listed).split("\n") if line.strip()]
     if len(names) < 2:
       raise BertTfError(f"{listed}: at least 2 tag names, one a line")
     return names

@@ -107,7 +107,7 @@ def test_create_pretraining_data_imports_no_tensorflow(tmp_path, uncased_vocab):
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("The first sentence here.\nAnd a second one.\n\nAnother document.\n"
                     "With two sentences.\n\nA third document.\nIt ends here.\n")
-  out = tmp_path / "out.tfrecord"
+  out = tmp_path / "out.tfrecord.gz"  # --gzip outputs are named .gz
   code = (
       "import runpy, sys\n"
       f"sys.argv = ['create_pretraining_data', '--input_file={corpus}', "

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import optimization, paths
+from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig
 from bert_tf.training import classifier, distribution, loop, pretraining, squad
@@ -369,3 +370,34 @@ def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, 
       f"({out}/token_classifier.json): labels {','.join(kept)} (now {','.join(kept[::-1])}); "
       "give the same --labels / --task_name / --do_lower_case, or use another --output_dir")
   assert digests(out) == before
+
+
+def test_labels_and_squad_files_that_are_not_utf8_and_a_tiny_max_seq_length(
+    tmp_path, config_file, uncased_vocab):
+  """A labels.txt or SQuAD file in Latin-1 was a UnicodeDecodeError traceback; a BOM in
+  labels.txt (Notepad) became part of the first label ("unknown label 'ham'" of train.tsv);
+  --max_seq_length below 3 was an IndexError in truncate_seq_pair (MRPC pairs,
+  extract_features). Each is one line now, the BOM dropped as the .tsv readers drop it."""
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "train.tsv").write_text("text_a\tlabel\nhello world\tham\nfree money\tspam\n")
+  common = ("run_classifier.py", "--task_name=user", f"--data_dir={data}",
+            f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+            "--train_batch_size=2", "--do_train=True", f"--output_dir={tmp_path / 'out'}")
+  (data / "labels.txt").write_bytes(b"h\xe9m\nspam\n")
+  assert error_line(run_script(*common, "--max_seq_length=16")) == (
+      f"run_classifier.py: error: {data}/labels.txt:1: not valid UTF-8 (byte 2 of the line)")
+  squad_file = tmp_path / "latin.json"
+  squad_file.write_bytes(b'{"data": [], "version": "caf\xe9"}')
+  result = run_script("run_squad.py", "--do_train=True", f"--train_file={squad_file}",
+                      f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+                      f"--output_dir={tmp_path / 'squad'}", "--max_seq_length=48",
+                      "--doc_stride=16", "--max_query_length=12")
+  assert error_line(result) == (f"run_squad.py: error: {squad_file}:1: not valid UTF-8 (byte "
+                                "29 of the line)")
+  assert error_line(run_script(*common, "--max_seq_length=2")) == (
+      "run_classifier.py: error: --max_seq_length=2: must be >= 3")
+  assert not (tmp_path / "out").exists()
+  (data / "labels.txt").write_bytes(b"\xef\xbb\xbfham\r\nspam\r\n")
+  labels = glue.get_processor("user", data_dir=str(data)).get_labels()
+  assert list(labels) == ["ham", "spam"]
