@@ -456,14 +456,6 @@ def check_config_for_use(output_dir, settings, *, resume_with_changed_flags=Fals
            f"(--resume_with_changed_flags): {listed}")
 
 
-def _tokens(text):
-  """vocab.txt's tokens as ``tokenization.load_vocab`` reads them (lines, stripped)."""
-  lines = [line.strip() for line in text.splitlines()]
-  while lines and not lines[-1]:
-    lines.pop()
-  return lines
-
-
 def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, progress=None):
   """For a run over a folder with checkpoints: ``vocab_file`` against the folder's vocab.txt
   (written beside the checkpoints by the run that made them). Another vocab maps the same
@@ -476,7 +468,10 @@ def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, prog
   if not fileio.is_remote(vocab_file) and not fileio.is_remote(kept_path) and \
       os.path.abspath(vocab_file) == os.path.abspath(kept_path):
     return
-  given, kept = _tokens(_read(vocab_file)), _tokens(_read(kept_path))
+  from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
+  # Token -> id as every reader maps them.
+  given = list(tokenization.load_vocab(vocab_file))
+  kept = list(tokenization.load_vocab(kept_path))
   if given == kept:
     return
   line = next((i for i, (a, b) in enumerate(zip(given, kept)) if a != b),

@@ -270,13 +270,7 @@ def get_task(task_name):
 
 def _rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
   """Yields (line number from 1, list of fields) for each record of a delimited UTF-8 file."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    raise BertTfError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+  text = fileio.read_utf8(path)
   # Lines end at "\n" only, as when the original iterates over the file; "\r\n" is fine.
   reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, quoting=quoting)
   line = 1
