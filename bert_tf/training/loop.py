@@ -58,11 +58,13 @@ class _NotOurRetracing(py_logging.Filter):
   tf.function retracing" warning. Every run builds its Trainer's loop functions anew and traces
   each once; TensorFlow counts traces per Python function across those instances, so the fifth
   run in one process (a notebook, a sweep) was told to define its tf.function outside of the
-  loop. Warnings about any other function pass."""
+  loop. The same for ``_all_finite`` (module level, traced once per run's new variables).
+  Warnings about any other function pass."""
 
   def filter(self, record):
     message = record.getMessage()
-    return not ("triggered tf.function retracing" in message and "<function Trainer." in message)
+    return not ("triggered tf.function retracing" in message and
+                ("<function Trainer." in message or "<function _all_finite " in message))
 
 
 tf.get_logger().addFilter(_NotOurRetracing())
