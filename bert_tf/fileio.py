@@ -143,6 +143,21 @@ def discard(tmp_path):
     pass
 
 
+def remove_stale_outputs(paths):
+  """Removes the files of ``paths`` that are there (an earlier run's outputs that the files
+  just written would be mixed with); returns the names of those removed. A file that cannot
+  be removed is an error, as a failed write would be."""
+  removed = []
+  for path in paths:
+    if exists(path):
+      if is_remote(path):
+        _gfile().remove(path)
+      else:
+        os.remove(path)
+      removed.append(os.path.basename(path))
+  return removed
+
+
 def discard_folder(tmp_dir):
   """Removes a temporary folder and what is in it, if there."""
   try:

@@ -238,7 +238,10 @@ def written_files(do_train, do_predict, do_eval, export_google_checkpoint,
     if export_google_checkpoint:
       written += ["google/bert_model.ckpt*", "google/checkpoint"]
   if do_predict:
-    written += [PREDICT_RECORD_FILE + "*", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE]
+    # A predict run also removes the earlier run's null odds and scores that would lie
+    # beside its predictions without being theirs (see run_squad).
+    written += [PREDICT_RECORD_FILE + "*", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE,
+                EVAL_SCORES_FILE, EVAL_RESULTS_FILE]
   if do_eval:
     written += [EVAL_SCORES_FILE, EVAL_RESULTS_FILE]
   return written
@@ -329,7 +332,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   ``do_predict`` ``predictions.json``, ``nbest_predictions.json`` and (v2.0)
   ``null_odds.json``; with ``do_eval`` the official evaluation's scores of those predictions
   against ``predict_file`` in ``eval_results.json`` (the scripts' JSON) and
-  ``eval_results.txt`` (``key = value``, with global_step). With ``export_dir``: the
+  ``eval_results.txt`` (``key = value``, with global_step); a predict run removes an earlier
+  run's files that are not of its predictions (``null_odds.json`` under v1.1,
+  ``eval_results.*`` without ``do_eval``). With ``export_dir``: the
   question-answering SavedModel (``bert_tf.squad.export``); a previous export there is
   replaced only with ``overwrite_export``, any other existing content is refused before the
   run starts (``bert_tf.export.check_export_dir``).
@@ -508,6 +513,13 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     paths = predict_answers(output_dir)
     results["predict"] = {"num_examples": len(predict_examples),
                           "num_features": len(predicted["features"]), "files": paths}
+    # An earlier run's files that are not of these predictions go: its null_odds.json (a
+    # v1.1 run writes none) and its scores (a run without --do_eval writes none).
+    stale = ([] if version_2_with_negative else [NULL_ODDS_FILE]) + (
+        [] if do_eval else [EVAL_SCORES_FILE, EVAL_RESULTS_FILE])
+    removed = fileio.remove_stale_outputs([os.path.join(output_dir, n) for n in stale])
+    if removed:
+      progress(f"removed {', '.join(removed)} of an earlier run (not of these predictions)")
 
   if do_eval:
     scores = score(results["predict"]["files"])

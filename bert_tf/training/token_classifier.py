@@ -395,6 +395,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
       write_tagged(results["predict"]["predictions"], predict_sentences, predicted)
       if labelled:
         loop.write_eval_results(os.path.join(output_dir, "test_results.txt"), test_results)
+      elif fileio.remove_stale_outputs([os.path.join(output_dir, "test_results.txt")]):
+        progress("removed test_results.txt of an earlier run (test.txt has no tags now)")
   if chief:  # the run went through: its checkpoints fit this config
     loop.write_model_files(bert_config, output_dir, vocab_file)
     write_labels(output_dir, label_list, do_lower_case, max_seq_length)

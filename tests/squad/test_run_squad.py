@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import sys
 
 import keras
@@ -229,6 +230,27 @@ def test_v1_predict_only_from_the_google_checkpoint(v1_run, uncased_vocab):
   assert "train" not in results and lines[0].startswith("loaded ")
   assert ((tmp / "again" / "predictions.json").read_bytes() ==
           (tmp / "out" / "predictions.json").read_bytes())
+
+
+def test_predict_only_rerun_removes_the_earlier_runs_other_files(v1_run, uncased_vocab):
+  """A predict-only v1.1 run over a folder whose earlier runs left scores (--do_eval) and
+  null odds (a v2.0 run): those are not of the new predictions, and go, with a line."""
+  tmp, _, _ = v1_run
+  again = tmp / "rerun"
+  shutil.copytree(tmp / "out", again)
+  (again / "null_odds.json").write_text('{"q": 1.0}')
+  assert (again / "eval_results.json").exists() and (again / "eval_results.txt").exists()
+  lines = []
+  squad.run_squad(
+      _config(), str(uncased_vocab), str(again), tf.distribute.get_strategy(),
+      predict_file=str(V1_SAMPLE), do_predict=True, predict_batch_size=8, n_best_size=10,
+      max_answer_length=20, progress=lines.append, **LENGTHS)
+  assert ((again / "predictions.json").read_bytes() ==
+          (tmp / "out" / "predictions.json").read_bytes())
+  for name in ("null_odds.json", "eval_results.json", "eval_results.txt"):
+    assert not (again / name).exists(), name
+  assert ("removed null_odds.json, eval_results.json, eval_results.txt of an earlier run "
+          "(not of these predictions)") in lines
 
 
 def test_v1_evaluation_during_training(v1_run, uncased_vocab):

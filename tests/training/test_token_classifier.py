@@ -244,6 +244,20 @@ def test_run_ner_learns_the_sample(minilm_path, tmp_path):
       config, str(data), str(minilm_path / "vocab.txt"), str(out), distribution.get_strategy(),
       max_seq_length=16, seed=1, do_eval=True)["eval"]
   assert again == pytest.approx(results, abs=1e-6)
+  # Predict alone on a test.txt without tags: word-predicted lines, and the earlier run's
+  # test_results.txt (scores of the tagged test.txt) goes, with a line.
+  untagged = tmp_path / "untagged"
+  untagged.mkdir()
+  test_words = [s.words for s in conll.read_conll(str(data / "test.txt"))]
+  (untagged / "test.txt").write_text("\n\n".join("\n".join(w) for w in test_words) + "\n")
+  lines = []
+  token_classifier.run_token_classifier(
+      config, str(untagged), str(minilm_path / "vocab.txt"), str(out),
+      distribution.get_strategy(), max_seq_length=16, do_predict=True, progress=lines.append)
+  assert not (out / "test_results.txt").exists()
+  assert "removed test_results.txt of an earlier run (test.txt has no tags now)" in lines
+  assert [line.split()[0] for line in (out / "test_predictions.txt").read_text().split("\n")
+          if line] == [w for words in test_words for w in words]
 
   # The folder (and its Google export) tags text: bert_tf.load(...).tag and `bert_tf tag`.
   gold = conll.read_conll(str(data / "train.txt"))
