@@ -1,7 +1,7 @@
 """Tagged sentences (CoNLL files) -> features -> TFRecords -> tf.data, for token classification.
 
 The CoNLL format (CoNLL-2000 chunking, CoNLL-2003 NER, most NER corpora): one token per line,
-whitespace-separated columns, the word first and its tag in the last column (or
+columns separated by spaces or tabs, the word first and its tag in the last column (or
 ``label_column``); a blank line ends a sentence; ``-DOCSTART-`` lines (document breaks) are
 skipped. A file to predict may have the word column only.
 
@@ -27,6 +27,7 @@ TFRecord features:
 import collections
 import dataclasses
 import os
+import re
 from typing import List, Optional
 
 import tensorflow as tf
@@ -36,6 +37,11 @@ from bert_tf.data import classifier_features
 from bert_tf.errors import BertTfError
 
 DOCSTART = "-DOCSTART-"
+_LINE_END = re.compile(r"\r\n|\r|\n")
+# Columns are separated by spaces and tabs; other Unicode spaces (a no-break space in
+# "10\u00a0000") belong to the word. A line of spaces of any kind is blank.
+_ASCII_SPACE = " \t\f\v"
+_COLUMN_GAP = re.compile(r"[ \t\f\v]+")
 
 
 @dataclasses.dataclass
@@ -75,11 +81,10 @@ def read_conll(path, label_column=-1, labelled=True):
   """
   if not tf.io.gfile.exists(path):
     raise BertTfError(f"{path}: no such file")
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      lines = f.read().splitlines()
-  except UnicodeDecodeError as e:
-    raise BertTfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+  # A leading byte-order mark goes (Windows Notepad's: it would join the first word); lines
+  # end at \n, \r\n or \r as Python's text files read them, not at the other characters
+  # str.splitlines() knows (U+2028, U+0085, ...), which may be inside a corpus's words.
+  lines = _LINE_END.split(fileio.read_utf8(path))
   sentences = []
   words, tags, start = [], [], None
   has_tags = None
@@ -91,7 +96,7 @@ def read_conll(path, label_column=-1, labelled=True):
     words, tags, start = [], [], None
 
   for number, line in enumerate(lines, 1):
-    columns = line.split()
+    columns = _COLUMN_GAP.split(line.strip(_ASCII_SPACE)) if line.strip() else []
     if not columns:
       end_sentence()
       continue

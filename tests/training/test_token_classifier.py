@@ -134,9 +134,22 @@ def test_bad_files_name_file_and_line(tmp_path):
   unlabelled = tmp_path / "test.txt"
   unlabelled.write_text("EU\nrejects\n\nGerman\n", encoding="utf-8")
   assert [s.tags for s in conll.read_conll(str(unlabelled), labelled=False)] == [None, None]
-  path.write_bytes(b"caf\xe9 O\n")
-  with pytest.raises(BertTfError, match="train.txt: not UTF-8"):
+  path.write_bytes(b"EU B-ORG\ncaf\xe9 O\n")
+  with pytest.raises(BertTfError, match=r"train\.txt:2: not valid UTF-8 \(byte 4 of the line\)"):
     conll.read_conll(str(path))
+
+
+def test_lines_and_columns_as_text_files_have_them(tmp_path):
+  """A byte-order mark (Notepad's) is not part of the first line; lines end at \\n, \\r\\n
+  and \\r only (U+2028 and U+0085 inside a word do not end its line); columns are separated
+  by spaces and tabs (a no-break space is part of the word)."""
+  path = tmp_path / "train.txt"
+  path.write_bytes("\ufeff-DOCSTART- O\r\n\r\nEU B-ORG\r\na\u2028b O\rc\u0085d\tO\n"
+                   "10\u00a0000 O\n \u00a0\n1 O\n".encode("utf-8"))
+  sentences = conll.read_conll(str(path))
+  assert [s.words for s in sentences] == [["EU", "a\u2028b", "c\u0085d", "10\u00a0000"], ["1"]]
+  assert [s.tags for s in sentences] == [["B-ORG", "O", "O", "O"], ["O"]]
+  assert sentences[1].source.endswith("train.txt:8")
 
 
 # === The model ===
