@@ -50,6 +50,18 @@ def write(folder, labels, *, is_regression=False, task_name=None, do_lower_case=
 _MISSING = object()
 
 
+def check_names(labels, flag="--labels"):
+  """Label names given by a flag: non-empty and distinct (one output each)."""
+  seen = set()
+  for label in labels:
+    if not str(label).strip():
+      raise BertTfError(f"{flag} {','.join(map(str, labels))}: an empty label name")
+    if label in seen:
+      raise BertTfError(f"{flag} {','.join(map(str, labels))}: {label!r} given twice (one "
+                        "output per label: names must differ)")
+    seen.add(label)
+
+
 def _read_json(folder, name):
   """``(content, path)`` of ``folder/name``: its JSON, or ``_MISSING`` when there is no such
   file (a one-line error when it is not JSON)."""

@@ -79,6 +79,9 @@ def read_conll(path, label_column=-1, labelled=True):
     BertTfError: the file is missing or unreadable, or a token line has too few columns
       (the message names file and line).
   """
+  if label_column == 0:
+    raise BertTfError("--label_column 0 is the word's column; the tag is in another "
+                      "(-1: the last)")
   if not tf.io.gfile.exists(path):
     raise BertTfError(f"{path}: no such file")
   # A leading byte-order mark goes (Windows Notepad's: it would join the first word); lines

@@ -55,7 +55,7 @@ from typing import Mapping, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf import classifier_labels, fileio
 from bert_tf.errors import BertTfError
 
 
@@ -486,6 +486,9 @@ class UserTaskProcessor(DataProcessor):
     if is_regression and multi_label:
       raise BertTfError("a task is a regression (--is_regression) or multi-label "
                         "(--multi_label), not both")
+    if is_regression and labels:
+      raise BertTfError("--labels names a classification's outputs; a regression "
+                        "(--is_regression) has one float output and no labels")
     if multi_label and not label_separator:
       raise BertTfError("--label_separator must not be empty")
     self.data_dir = data_dir
@@ -627,6 +630,8 @@ def get_processor(task_name, data_dir=None, labels=None, is_regression=False, la
     multi_label: user task only, any number of labels per example (``UserTaskProcessor``).
     label_separator: multi-label only, what separates the names in the `label` column.
   """
+  if labels is not None:
+    classifier_labels.check_names(labels)
   if (task_name or "").strip().lower() == USER_TASK:
     return UserTaskProcessor(data_dir=data_dir, labels=labels, is_regression=is_regression,
                              allow_empty_text=allow_empty_text, multi_label=multi_label,
@@ -634,7 +639,16 @@ def get_processor(task_name, data_dir=None, labels=None, is_regression=False, la
   if multi_label:
     raise BertTfError(f"--multi_label is for a user task (--task_name=user); {task_name} has "
                       "one label per example")
-  return GlueProcessor(get_task(task_name), language=language, allow_empty_text=allow_empty_text)
+  task = get_task(task_name)
+  # The task's own labels and kind: another --labels or --is_regression would be ignored.
+  if labels and tuple(labels) != task.labels:
+    have = ("no labels (a regression)" if task.is_regression else
+            f"the labels {', '.join(task.labels)}")
+    raise BertTfError(f"--labels is for a user task (--task_name=user); {task.name} has {have}")
+  if is_regression and not task.is_regression:
+    raise BertTfError(f"--is_regression is for a user task (--task_name=user); {task.name} is "
+                      "a classification")
+  return GlueProcessor(task, language=language, allow_empty_text=allow_empty_text)
 
 
 # === tensorflow-datasets ===

@@ -205,6 +205,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True")
   if not data_dir:
     raise BertTfError("--data_dir is required (train.txt, dev.txt, test.txt in CoNLL format)")
+  if labels is not None:
+    classifier_labels.check_names(labels)
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                       f"{bert_config.max_position_embeddings} of the BERT config")

@@ -268,6 +268,30 @@ def test_user_task_labels_file_flag_and_regression(tmp_path):
     regression.get_dev_examples(str(tmp_path))
 
 
+def test_label_flags_that_would_be_ignored_are_refused():
+  """--labels and --is_regression are the user task's: a GLUE task has its own (the flags
+  were silently ignored); --labels names distinct outputs."""
+  for kwargs, message in [
+      (dict(task_name="MRPC", labels=["no", "yes"]),
+       "--labels is for a user task (--task_name=user); mrpc has the labels 0, 1"),
+      (dict(task_name="STS-B", labels=["a", "b"]),
+       "--labels is for a user task (--task_name=user); sts-b has no labels (a regression)"),
+      (dict(task_name="cola", is_regression=True),
+       "--is_regression is for a user task (--task_name=user); cola is a classification"),
+      (dict(task_name="user", labels=["ham", "spam", "ham"]),
+       "--labels ham,spam,ham: 'ham' given twice (one output per label: names must differ)"),
+      (dict(task_name="user", labels=["ham", " "]), "--labels ham, : an empty label name"),
+      (dict(task_name="user", labels=["a", "b"], is_regression=True),
+       "--labels names a classification's outputs; a regression (--is_regression) has one "
+       "float output and no labels")]:
+    with pytest.raises(BertTfError) as e:
+      glue.get_processor(**kwargs)
+    assert str(e.value) == message
+  # The task's own labels and kind, given again, are no contradiction.
+  assert glue.get_processor("MRPC", labels=["0", "1"]).get_labels() == ["0", "1"]
+  assert glue.get_processor("STS-B", is_regression=True).task.is_regression
+
+
 def test_user_task_bad_header_and_no_labels(tmp_path):
   (tmp_path / "train.tsv").write_text("sentence\tlabel\nx\t1\n", encoding="utf-8")
   with pytest.raises(BertTfError, match=r"train\.tsv:1: header \['sentence', 'label'\] lacks "

@@ -139,6 +139,14 @@ def test_bad_files_name_file_and_line(tmp_path):
     conll.read_conll(str(path))
 
 
+def test_label_column_0_is_refused(tmp_path):
+  path = tmp_path / "train.txt"
+  path.write_text("EU B-ORG\n", encoding="utf-8")
+  for labelled in (True, False):
+    with pytest.raises(BertTfError, match=r"^--label_column 0 is the word's column"):
+      conll.read_conll(str(path), label_column=0, labelled=labelled)
+
+
 def test_lines_and_columns_as_text_files_have_them(tmp_path):
   """A byte-order mark (Notepad's) is not part of the first line; lines end at \\n, \\r\\n
   and \\r only (U+2028 and U+0085 inside a word do not end its line); columns are separated
@@ -324,6 +332,11 @@ def test_library_refusals(minilm_path, tmp_path):
     token_classifier.run_token_classifier(
         config, str(data), str(minilm_path / "vocab.txt"), str(tmp_path / "b"), strategy,
         do_train=True, eval_during_training=True, best_metric="eval_MISC_f1", **common)
+  with pytest.raises(BertTfError, match=r"^--labels O,B-PER,O: 'O' given twice"):
+    token_classifier.run_token_classifier(
+        config, str(data), str(minilm_path / "vocab.txt"), str(tmp_path / "c"), strategy,
+        do_train=True, labels=["O", "B-PER", "O"], **common)
+  assert not os.path.exists(tmp_path / "c")
   assert token_classifier.default_best_metric(["NN", "VB"]) == "eval_accuracy"
   assert token_classifier.eval_result_keys(["NN", "VB"]) == ["eval_accuracy", "eval_loss"]
   assert not os.path.exists(tmp_path / "a" / "eval_results.txt")
