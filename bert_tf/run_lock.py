@@ -54,6 +54,10 @@ from bert_tf.errors import BertTfError
 
 LOCK_FILE = ".bert_tf.lock"
 SETTINGS_FILE = "run_settings.json"
+# What a fresh training run writes before its first checkpoint, for the folder to load alone
+# (``loop.write_model_files_if_fresh``, ``classifier_labels``): put back as it was when the
+# run fails before any checkpoint.
+FRESH_RUN_FILES = ("bert_config.json", "vocab.txt", "classifier.json", "token_classifier.json")
 # Races where the lock changes hands between two looks at it, before giving up.
 _ATTEMPTS = 20
 # os.link's errors on a file system without hard links (then the lock is made in place).
@@ -518,7 +522,10 @@ def one_run_per_output_dir(trajectory):
         # A fresh run records its flags now (a run killed after its first checkpoint is
         # resumed against them); if it fails before any checkpoint, the record goes back.
         fresh = chief and arguments.get("do_train") and not _has_checkpoints(output_dir)
-        before = _read(os.path.join(output_dir, SETTINGS_FILE)) if fresh else None
+        # So do the model files a fresh run writes beside its first checkpoint (a run
+        # refused after writing them left a new folder with a config and no weights).
+        before = ({name: _read(os.path.join(output_dir, name))
+                   for name in (SETTINGS_FILE,) + FRESH_RUN_FILES} if fresh else {})
         if arguments.get("do_train"):
           settings = trajectory_settings(arguments, trajectory)
           changed = check_settings(output_dir, settings,
@@ -535,7 +542,10 @@ def one_run_per_output_dir(trajectory):
           results = run(*args, **kwargs)
         except BaseException:
           if fresh and not _has_checkpoints(output_dir):
-            _put_back(os.path.join(output_dir, SETTINGS_FILE), before)
+            for name, text in before.items():
+              path = os.path.join(output_dir, name)
+              if _read(path) != text:
+                _put_back(path, text)
           raise
         if changed is not None:
           record_settings(output_dir, changed)

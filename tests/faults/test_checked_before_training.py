@@ -84,6 +84,33 @@ def test_a_squad_predict_file_without_questions_is_found_before_training(tmp_pat
   assert not out.exists()
 
 
+def test_a_fresh_run_refused_late_leaves_no_model_files(tmp_path, uncased_vocab, mrpc):
+  """Refusals that come after a fresh training run wrote its bert_config.json, vocab.txt and
+  classifier.json (no training step in the data; a SQuAD training file the original refuses;
+  an --init_checkpoint of other shapes): the new folder gets none of them (it held a model's
+  config and no weights), and is not even left when nothing else was written."""
+  out = tmp_path / "out"
+  assert _refused(_classifier, uncased_vocab, out, mrpc, do_train=True,
+                  num_train_epochs=0.01).endswith("gives no training step")
+  assert not out.exists()
+  three_answers = FIXTURES / "squad" / "allennlp_squad_v1.1_sample.json"  # as released
+  message = _refused(squad.run_squad, CONFIG, str(uncased_vocab), str(out),
+                     tf.distribute.get_strategy(), do_train=True, train_file=str(three_answers),
+                     train_batch_size=2, **SQUAD_LENGTHS)
+  assert "answer" in message and not out.exists()
+  other = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522,
+                                                              hidden_size=48))
+  model = BertModel(other)
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  checkpoints.save_google_checkpoint(model, str(tmp_path / "other" / "bert_model.ckpt"))
+  _refused(_classifier, uncased_vocab, out, mrpc, do_train=True,
+           init_checkpoint=str(tmp_path / "other" / "bert_model.ckpt"))
+  left = {p.name for p in out.iterdir()}
+  assert "train.tf_record" in left  # the features' cache stays
+  assert not left & {"bert_config.json", "vocab.txt", "classifier.json", "run_settings.json"}
+
+
 def test_a_vocab_without_unk_is_found_before_training(tmp_path, uncased_vocab, mrpc):
   """Same size (the config's vocab_size still fits), only [UNK] renamed."""
   vocab = tmp_path / "vocab.txt"
