@@ -21,7 +21,6 @@ from absl import logging
 
 from bert_tf import fileio, progress
 from bert_tf.errors import BertTfError
-from bert_tf.tokenization import convert_to_unicode
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -34,17 +33,29 @@ class InputExample:
 
 
 def read_examples(input_file):
-  """One ``InputExample`` per line of ``input_file`` (``|||`` separates a pair)."""
+  """One ``InputExample`` per line of ``input_file`` (``|||`` separates a pair).
+
+  Raises:
+    BertTfError: the file is missing or empty, or a line is not UTF-8 (the original dropped
+      the bytes it could not decode, changing the text without a word).
+  """
   fileio.require_file(input_file, "input file", flag="input_file")
   examples = []
   with tf.io.gfile.GFile(input_file, "rb") as f:
     for unique_id, raw in enumerate(f):
-      line = convert_to_unicode(raw).strip()
+      try:
+        line = raw.decode("utf-8-sig" if unique_id == 0 else "utf-8").strip()
+      except UnicodeDecodeError as e:
+        raise BertTfError(f"{input_file}:{unique_id + 1}: not valid UTF-8 (byte {e.start + 1} "
+                          "of the line)") from None
       match = _PAIR.match(line)
       if match:
         examples.append(InputExample(unique_id, match.group(1), match.group(2)))
       else:
         examples.append(InputExample(unique_id, line))
+  if not examples:
+    raise BertTfError(f"{input_file}: empty (--input_file has one text, or 'a ||| b' pair, "
+                      "a line)")
   return examples
 
 

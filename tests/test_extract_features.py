@@ -7,6 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+from bert_tf import extract
+from bert_tf.errors import BertTfError
 from tests import warm
 from tests.conftest import FIXTURES
 
@@ -48,6 +50,24 @@ def test_output_matches_transformers(tmp_path, minilm_path):
                                    atol=2e-5)
   # A pair has segment B tokens after the first [SEP]; both [SEP]s are there.
   assert [f["token"] for f in rows[0]["features"]].count("[SEP]") == 2
+
+
+def test_read_examples_lines_and_bad_bytes(tmp_path):
+  """As the original: a line an example (a blank one too), ``a ||| b`` a pair, ids by line;
+  a byte-order mark is not text; bytes that are not UTF-8 (the original dropped them
+  silently) and an empty file are one line."""
+  path = tmp_path / "in.txt"
+  path.write_bytes("\ufeffHello there\n\nWho ||| me\n".encode("utf-8"))
+  assert extract.read_examples(str(path)) == [
+      extract.InputExample(0, "Hello there"), extract.InputExample(1, ""),
+      extract.InputExample(2, "Who", "me")]
+  path.write_bytes(b"fine\ncaf\xe9 au lait\n")
+  with pytest.raises(BertTfError) as e:
+    extract.read_examples(str(path))
+  assert str(e.value) == f"{path}:2: not valid UTF-8 (byte 4 of the line)"
+  path.write_bytes(b"")
+  with pytest.raises(BertTfError, match=r"in\.txt: empty \(--input_file has one text"):
+    extract.read_examples(str(path))
 
 
 @pytest.mark.parametrize("flag,needle", [
