@@ -60,3 +60,46 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
   if known is not None:
     return known, "Google's checkpoint name"
   return _casing_of_vocab(vocab), "vocab"
+
+
+def _model_folder(init_checkpoint):
+  """The folder of ``--init_checkpoint`` (a folder, or a file/prefix in one), or None."""
+  if not init_checkpoint:
+    return None
+  if tf.io.gfile.isdir(init_checkpoint):
+    return init_checkpoint
+  return os.path.dirname(init_checkpoint) or "."
+
+
+def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None):
+  """``--do_lower_case`` against what the model says of its casing, beyond the original's
+  check of Google's checkpoint names: a Hugging Face ``tokenizer_config.json`` beside
+  ``init_checkpoint`` that says otherwise is an error; a vocab of the other casing (capital
+  letters in it, or none) is a warning, returned as a line (None when all agree).
+
+  Raises:
+    BertTfError: ``tokenizer_config.json`` says the other ``do_lower_case``.
+  """
+  lower = bool(do_lower_case)
+  folder = _model_folder(init_checkpoint)
+  tokenizer_config = folder and os.path.join(folder, "tokenizer_config.json")
+  if tokenizer_config and tf.io.gfile.exists(tokenizer_config):
+    value = _read_json_field(tokenizer_config, "do_lower_case")
+    if isinstance(value, bool):
+      if value != lower:
+        raise BertTfError(
+            f"--do_lower_case={lower} does not match {tokenizer_config}: do_lower_case "
+            f"{str(value).lower()} ({'an uncased' if value else 'a cased'} model), so pass "
+            f"--do_lower_case={value}")
+      return None
+  if _casing_of_vocab(vocab) == lower:
+    return None
+  if lower:
+    example = next(t for t in vocab if t != t.lower() and not (t.startswith("[") and
+                                                               t.endswith("]")))
+    return (f"warning: --do_lower_case=True, but {vocab_file} is a cased vocab (it has "
+            f"{example!r}): the text's capitals are lost to the model; a cased model takes "
+            "--do_lower_case=False")
+  return (f"warning: --do_lower_case=False, but {vocab_file} has no capital letters (an "
+          "uncased vocab): capitalised words become other pieces or [UNK]; an uncased model "
+          "takes --do_lower_case=True")

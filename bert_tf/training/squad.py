@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, progress, run_lock, tokenization
+from bert_tf import casing, fileio, progress, run_lock, tokenization
 from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
@@ -385,6 +385,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
   tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
   preflight.check_special_tokens(tokenizer.vocab, vocab_file)
+  casing_warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
+  if casing_warning:
+    progress(casing_warning)
   # Read now, so that a predict_file without questions is found before training.
   predict_examples = None
   if do_predict or eval_during_training:

@@ -187,6 +187,35 @@ def test_casing_sources(tmp_path, minilm_path):
       True, "argument")
 
 
+def test_the_scripts_do_lower_case_checked_against_the_model(tmp_path, minilm_path,
+                                                             uncased_vocab):
+  """The fine-tuning scripts' --do_lower_case: a Hugging Face tokenizer_config.json beside
+  --init_checkpoint that says otherwise is an error (as the original's check of Google's
+  names); a vocab of the other casing (the real uncased vocab has no capital letter; a cased
+  one has) a warning line."""
+  from bert_tf import casing  # pylint: disable=import-outside-toplevel
+  uncased = tokenization_vocab(uncased_vocab)
+  cased_file = FIXTURES / "cased_vocab.txt"
+  cased = tokenization_vocab(cased_file)
+  assert casing.check_flag(True, uncased, "v.txt", str(minilm_path)) is None
+  assert casing.check_flag(True, uncased, "v.txt", str(minilm_path / "model.safetensors")) is None
+  with pytest.raises(bert_tf.BertTfError) as e:
+    casing.check_flag(False, uncased, "v.txt", str(minilm_path))
+  assert str(e.value) == (
+      f"--do_lower_case=False does not match {minilm_path / 'tokenizer_config.json'}: "
+      "do_lower_case true (an uncased model), so pass --do_lower_case=True")
+  assert casing.check_flag(True, uncased, "v.txt", None) is None
+  assert casing.check_flag(False, cased, "c.txt", str(tmp_path / "bert_model.ckpt")) is None
+  assert casing.check_flag(False, uncased, "v.txt", None) == (
+      "warning: --do_lower_case=False, but v.txt has no capital letters (an uncased vocab): "
+      "capitalised words become other pieces or [UNK]; an uncased model takes "
+      "--do_lower_case=True")
+  first_capital = next(t for t in cased if t != t.lower() and not t.startswith("["))
+  assert casing.check_flag(True, cased, "c.txt", None) == (
+      f"warning: --do_lower_case=True, but c.txt is a cased vocab (it has {first_capital!r}): "
+      "the text's capitals are lost to the model; a cased model takes --do_lower_case=False")
+
+
 def tokenization_vocab(path):
   from bert_tf.tokenization import load_vocab  # pylint: disable=import-outside-toplevel
   return load_vocab(str(path))
