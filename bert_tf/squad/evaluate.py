@@ -271,7 +271,7 @@ def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0, source="<data
   return out_eval
 
 
-def _load_json_object(path, what):
+def _load_json_object(path, what, value_types, value_name):
   fileio.require_file(path, what)
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
@@ -283,6 +283,10 @@ def _load_json_object(path, what):
   if not isinstance(obj, dict):
     raise BertTfError(f"{path}: expected a JSON object {{qas_id: ...}}, "
                       f"got a {type(obj).__name__}")
+  for qid, value in obj.items():
+    if not isinstance(value, value_types) or isinstance(value, bool):
+      raise BertTfError(f"{path}: the value of {qid!r} is {json.dumps(value)[:40]}, expected "
+                        f"{value_name}")
   return obj
 
 
@@ -302,7 +306,7 @@ def evaluate_files(data_file, prediction_file, null_odds_file=None,
   """
   squad_json = load_squad_json(data_file)
   dataset = json_field(squad_json, "data", list, "the top level", data_file)
-  preds = _load_json_object(prediction_file, "predictions file")
+  preds = _load_json_object(prediction_file, "predictions file", str, "the answer text")
   if not version_2_with_negative:
     version = squad_json.get("version")
     if version != "1.1":
@@ -311,7 +315,8 @@ def evaluate_files(data_file, prediction_file, null_odds_file=None,
     return evaluate_v1(dataset, preds, source=data_file)
   na_probs = None
   if null_odds_file:
-    na_probs = _load_json_object(null_odds_file, "null odds file")
+    na_probs = _load_json_object(null_odds_file, "null odds file", (int, float),
+                                 "a number (the null odds)")
   return evaluate_v2(dataset, preds, na_probs, na_prob_thresh, source=data_file,
                      na_prob_source=null_odds_file)
 

@@ -206,3 +206,15 @@ def test_evaluation_errors_are_one_line(tmp_path):
   with pytest.raises(BertTfError) as e:
     evaluate.evaluate_files(str(data_file), str(pred_file), None, True)
   assert str(e.value) == f"{data_file}: no prediction for any of its 5 questions"
+  # A prediction that is not a text, null odds that are not numbers (were AttributeError and
+  # TypeError tracebacks, as in the official scripts).
+  pred_file.write_text(json.dumps(dict(preds, q2=5)))
+  with pytest.raises(BertTfError) as e:
+    evaluate.evaluate_files(str(data_file), str(pred_file), None, True)
+  assert str(e.value) == f"{pred_file}: the value of 'q2' is 5, expected the answer text"
+  pred_file.write_text(json.dumps(preds))
+  odds_file.write_text(json.dumps(dict(na_probs, q4="0.5")))
+  with pytest.raises(BertTfError) as e:
+    evaluate.evaluate_files(str(data_file), str(pred_file), str(odds_file), True)
+  assert str(e.value) == (f"{odds_file}: the value of 'q4' is \"0.5\", expected a number (the "
+                          "null odds)")
