@@ -179,7 +179,10 @@ def _add_training_answer(example, qa, paragraph_text, char_to_word_offset,
                          version_2_with_negative, where, source):
   """Fills the answer fields of ``example``; returns why it must be skipped, or None."""
   if version_2_with_negative:
-    example.is_impossible = bool(qa.get("is_impossible", False))
+    # true or false: a string "false" was read as true (an answerable question trained as
+    # unanswerable), as in the original.
+    example.is_impossible = ("is_impossible" in qa and
+                             json_field(qa, "is_impossible", bool, where, source))
   if example.is_impossible:
     example.start_position = -1
     example.end_position = -1

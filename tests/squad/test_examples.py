@@ -133,7 +133,27 @@ def test_structurally_broken_file_names_file_and_json_path(tmp_path, mutate, exp
   assert str(e.value) == f"{path}: {expected}"
 
 
-def test_empty_context(tmp_path):
+def test_is_impossible_must_be_true_or_false(tmp_path):
+  """A string "false" was read as true (the original's bool(...)): an answerable question
+  trained as unanswerable. Missing is false (a v1.1 file trains as v2.0)."""
+  squad = _one_question("A short context.", "short", 2)
+  qa = squad["data"][0]["paragraphs"][0]["qas"][0]
+  path = _write(tmp_path, squad)
+  assert not squad_examples.read_squad_examples(
+      path, is_training=True, version_2_with_negative=True).examples[0].is_impossible
+  qa["is_impossible"] = "false"
+  path = _write(tmp_path, squad)
+  with pytest.raises(BertTfError) as e:
+    squad_examples.read_squad_examples(path, is_training=True, version_2_with_negative=True)
+  assert str(e.value) == (f"{path}: data[0].paragraphs[0].qas[0].is_impossible is a str, "
+                          "expected bool")
+  qa["is_impossible"] = True
+  path = _write(tmp_path, squad)
+  assert squad_examples.read_squad_examples(
+      path, is_training=True, version_2_with_negative=True).examples[0].is_impossible
+
+
+
   squad = {"data": [{"paragraphs": [{"context": "", "qas": [
       {"id": "e1", "question": "Anything?", "answers": [], "is_impossible": True},
       {"id": "e2", "question": "Something?", "answers": [{"text": "x", "answer_start": 0}]},
