@@ -36,6 +36,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio, paths
 from bert_tf.errors import BertTfError
 from bert_tf.export import swap
 
@@ -83,10 +84,11 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   elif hasattr(model, "weights") and hasattr(model, "config"):
     keras_model, tokenizer, lower, heads = _from_keras(model, vocab_file, do_lower_case)
   else:
+    check_output_dir(output_dir, overwrite, model)  # before the load (a download, maybe)
     loaded = inference.load(model, config_file=config_file, vocab_file=vocab_file,
                             do_lower_case=do_lower_case)
     return export_hugging_face(loaded, output_dir, overwrite=overwrite)
-  _check_output_dir(output_dir, overwrite)
+  check_output_dir(output_dir, overwrite)
   tensors, architecture = hugging_face_tensors(keras_model, *heads)
   config = keras_model.config.to_hugging_face_dict(architectures=[architecture])
   config.update(_label_fields(keras_model, architecture, labels, multi_label))
@@ -110,7 +112,7 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
       f.write("".join(token + "\n" for token in vocab))  # load_vocab's order: the ids
 
-  swap.write_atomically(output_dir, write, check=lambda path: _check_output_dir(path, overwrite),
+  swap.write_atomically(output_dir, write, check=lambda path: check_output_dir(path, overwrite),
                         is_previous=is_previous_export)
   return output_dir
 
@@ -205,15 +207,27 @@ def hugging_face_tensors(model, masked_lm=True, next_sentence=True, pooler=True)
 
 
 def is_previous_export(path):
-  """True if folder ``path`` holds nothing but files an export writes (replacing it loses
-  nothing else)."""
+  """True if folder ``path`` holds the files an export writes and nothing else (replacing it
+  loses nothing else; a folder transformers saved with a model alone, or with a fast
+  tokenizer's tokenizer.json, is not one)."""
   entries = {name.rstrip("/") for name in tf.io.gfile.listdir(path)}
-  return "model.safetensors" in entries and entries <= set(FILES)
+  return entries == set(FILES)
 
 
-def _check_output_dir(output_dir, overwrite):
+def check_output_dir(output_dir, overwrite, model=None):
+  """Raises a one-line ``BertTfError`` unless an export to ``output_dir`` loses nothing: a new
+  or empty folder, or a previous export with ``overwrite``; never the folder of ``model`` (a
+  path being exported), nor the working folder."""
   if not output_dir:
     raise BertTfError("no output_dir given")
+  if (isinstance(model, (str, os.PathLike)) and not fileio.is_remote(str(model)) and
+      not fileio.is_remote(str(output_dir)) and os.path.exists(model) and
+      os.path.realpath(model if os.path.isdir(model) else os.path.dirname(model)) ==
+      os.path.realpath(output_dir)):
+    raise BertTfError(f"output_dir {output_dir!r} is the folder of the model exported "
+                      f"({str(model)!r}): give the export a folder of its own")
+  swap.check_not_around_working_folder(output_dir, "output_dir")
+  paths.check_writable("output_dir", output_dir, is_folder=True)  # e.g. a file on its path
   swap.restore_interrupted_overwrite(output_dir, is_previous_export)
   if not tf.io.gfile.exists(output_dir):
     return

@@ -122,6 +122,7 @@ def check_export_dir(export_dir, *, overwrite=False, output_dir=None):
   export that an overwrite killed between its two renames left aside is first put back
   (``swap.restore_interrupted_overwrite``).
   """
+  swap.check_not_around_working_folder(export_dir, "--export_dir")
   swap.restore_interrupted_overwrite(export_dir, is_previous_export)
   target = _absolute(export_dir)
   if output_dir:

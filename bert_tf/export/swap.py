@@ -19,6 +19,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import faults, fileio
+from bert_tf.errors import BertTfError
 
 PREVIOUS = ".previous"  # <target>.previous.tmp-<pid>-<8 hex>: a previous export set aside
 
@@ -103,6 +104,20 @@ def remove_leftovers(target, is_previous):
   return sorted(removed)
 
 
+def check_not_around_working_folder(target, flag):
+  """Raises a one-line ``BertTfError`` if ``target`` is the working folder or holds it: an
+  export replaces its folder whole (a new folder renamed in its place), which the working
+  folder cannot be (its temporary sibling would be named inside it)."""
+  if fileio.is_remote(target):
+    return
+  folder = os.path.realpath(os.path.abspath(target))
+  here = os.path.realpath(os.getcwd())
+  if here == folder or here.startswith(folder.rstrip("/") + "/"):
+    where = "the working folder" if here == folder else "a folder holding the working folder"
+    raise BertTfError(f"{flag} {target!r} is {where}: an export replaces its folder whole; "
+                      f"give it a folder of its own, e.g. {os.path.join(target, 'export')!r}")
+
+
 def write_atomically(target, write, *, check, is_previous):
   """Calls ``write(tmp_dir)``, then swaps tmp_dir in as ``target`` (see the module docstring).
 
@@ -123,24 +138,26 @@ def write_atomically(target, write, *, check, is_previous):
   restore_interrupted_overwrite(target, is_previous)
   check(target)
   normalised = os.path.normpath(target)
-  parent = os.path.dirname(normalised)
+  # Absolute: the temporary sibling of "." would be named inside it.
+  folder = normalised if fileio.is_remote(target) else os.path.abspath(normalised)
+  parent = os.path.dirname(folder)
   if parent:
     tf.io.gfile.makedirs(parent)
-  remove_leftovers(normalised, is_previous)
-  tmp = fileio.temp_name(normalised)
+  remove_leftovers(folder, is_previous)
+  tmp = fileio.temp_name(folder)
   old = None
   try:
     write(tmp)
     check(target)
-    if tf.io.gfile.exists(normalised):
-      old = fileio.temp_name(normalised + PREVIOUS)
-      tf.io.gfile.rename(normalised, old)
+    if tf.io.gfile.exists(folder):
+      old = fileio.temp_name(folder + PREVIOUS)
+      tf.io.gfile.rename(folder, old)
       faults.point("export_swap")  # tests: a kill between the two renames
-    tf.io.gfile.rename(tmp, normalised)
+    tf.io.gfile.rename(tmp, folder)
   except BaseException:
-    if old is not None and not tf.io.gfile.exists(normalised):
+    if old is not None and not tf.io.gfile.exists(folder):
       try:  # Stopped between the renames: the previous export goes back at once.
-        tf.io.gfile.rename(old, normalised)
+        tf.io.gfile.rename(old, folder)
       except Exception:  # pylint: disable=broad-except
         pass  # It stays aside, whole; the next export puts it back.
     if tf.io.gfile.exists(tmp):

@@ -196,6 +196,48 @@ def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, c
       f"bert_tf export-hf: error: output_dir '{taken}' is a folder with other files")
 
 
+def test_output_dirs_refused_before_the_model_loads(google_folder, tmp_path, capsys,
+                                                   monkeypatch):
+  """Refused at once, before the model loads (it may be a download): the working folder (an
+  export is a new folder renamed in place: its temporary sibling was named inside ".", and the
+  run failed after the load), a path under a file (was a FailedPreconditionError traceback),
+  the exported model's own folder (a folder transformers saved passed as a previous export
+  and was replaced with --overwrite), and a folder transformers saved with a model alone."""
+  (tmp_path / "here").mkdir()
+  monkeypatch.chdir(tmp_path / "here")
+  (tmp_path / "afile").write_text("x")
+  hf = tmp_path / "hf"
+  bert_tf.export_hugging_face(str(google_folder), str(hf))
+  (hf / "tokenizer.json").write_text("{}")  # as transformers saves a fast tokenizer
+  model_only = tmp_path / "model_only"
+  model_only.mkdir()
+  for name in ("config.json", "model.safetensors"):
+    (model_only / name).write_bytes((hf / name).read_bytes())
+  # A released model's name that is not cached (and no mirror): loading it would fail.
+  monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
+  monkeypatch.setenv("BERT_TF_MIRROR", (tmp_path / "no_mirror").as_uri())
+  for output_dir, model, message in [
+      (".", "bert-base-uncased", "output_dir '.' is the working folder: an export replaces "
+                                 "its folder whole; give it a folder of its own, e.g. "
+                                 "'./export'"),
+      ("..", "bert-base-uncased", "output_dir '..' is a folder holding the working folder"),
+      (str(tmp_path / "afile" / "sub"), "bert-base-uncased",
+       f"output_dir {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a folder"),
+      (str(hf), hf, f"output_dir {str(hf)!r} is the folder of the model exported "
+                    f"({str(hf)!r}): give the export a folder of its own"),
+      (str(model_only), "bert-base-uncased", f"output_dir {str(model_only)!r} is a folder "
+                                             "with other files in it (e.g. 'config.json')")]:
+    status = cli_main(["export-hf", f"--model={model}", f"--output_dir={output_dir}",
+                       "--overwrite"])
+    err = capsys.readouterr().err
+    assert status == 1 and message in err, err
+  assert os.listdir(tmp_path / "here") == []
+  assert sorted(os.listdir(model_only)) == ["config.json", "model.safetensors"]
+  # A relative path in the working folder: the export, no temporary folder left beside it.
+  assert cli_main(["export-hf", f"--model={google_folder}", "--output_dir=exported"]) == 0
+  assert os.listdir(tmp_path / "here") == ["exported"]
+
+
 def test_a_masked_lm_without_next_sentence_is_a_bert_for_masked_lm(google_folder):
   from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
   bert = bert_tf.load(str(google_folder))

@@ -106,6 +106,21 @@ def test_check_export_dir_rules(tmp_path):
   for allowed in ("export", "empty", "new/deeper"):  # Inside output_dir is fine.
     export.check_export_dir(str(out / allowed), output_dir=str(out))
   assert digests(tmp_path) == dict(before, **{"out/empty": None})
+  # The working folder, even empty, cannot be swapped out (the export's temporary sibling of
+  # "." was named inside it, and the run failed after training).
+  cwd = os.getcwd()
+  os.chdir(out / "empty")
+  try:
+    for export_dir, where in ((".", "the working folder"),
+                              ("..", "a folder holding the working folder")):
+      with pytest.raises(BertTfError) as error:
+        export.check_export_dir(export_dir, output_dir=str(out / "elsewhere"))
+      assert str(error.value) == (
+          f"--export_dir {export_dir!r} is {where}: an export replaces its folder whole; give "
+          f"it a folder of its own, e.g. '{export_dir}/export'")
+    export.check_export_dir("export", output_dir=str(out / "elsewhere"))
+  finally:
+    os.chdir(cwd)
 
 
 def test_what_counts_as_a_previous_export(tmp_path):
