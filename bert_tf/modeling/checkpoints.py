@@ -110,10 +110,21 @@ def resolve_checkpoint_prefix(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
       return latest
-    candidates = sorted(tf.io.gfile.glob(os.path.join(path, "*.ckpt*.index")) +
-                        tf.io.gfile.glob(os.path.join(path, "*.index")))
-    if candidates:
-      return candidates[0][:-len(".index")]
+    # No "checkpoint" file (a copied folder): the one checkpoint, or the highest step of
+    # one name's (ckpt-14000 over ckpt-10000, which sorts first); several names, refused.
+    prefixes = sorted({c[:-len(".index")]
+                       for c in tf.io.gfile.glob(os.path.join(path, "*.index"))})
+    if len(prefixes) == 1:
+      return prefixes[0]
+    steps = [re.fullmatch(r"(.*)-(\d+)", p) for p in prefixes]
+    if prefixes and all(steps) and len({m.group(1) for m in steps}) == 1:
+      return max(steps, key=lambda m: int(m.group(2))).group(0)
+    if prefixes:
+      names = ", ".join(os.path.basename(p) for p in prefixes[:4])
+      more = ", ..." if len(prefixes) > 4 else ""
+      raise BertTfError(
+          f"{path!r} holds {len(prefixes)} checkpoints ({names}{more}) and no 'checkpoint' "
+          "file naming the latest: give the one to use (its path without .index)")
     raise BertTfError(f"no checkpoint found in directory {path!r}")
   if not tf.io.gfile.exists(path + ".index"):
     raise BertTfError(f"checkpoint not found: {path!r} (no {os.path.basename(path)}.index)")

@@ -65,6 +65,30 @@ def test_missing_checkpoint(tmp_path):
     checkpoints.load_weights(model, str(tmp_path / "bert_model.ckpt"))
 
 
+def test_a_folder_without_its_checkpoint_file_gives_its_latest_checkpoint(tmp_path):
+  """A copied folder without TensorFlow's 'checkpoint' file: the highest step (ckpt-10000
+  sorts before ckpt-14000 and was loaded silently), the one checkpoint there, or, for several
+  names, one line asking which."""
+  def folder(name, prefixes):
+    path = tmp_path / name
+    path.mkdir()
+    for prefix in prefixes:
+      (path / f"{prefix}.index").write_bytes(b"")
+    return str(path)
+  assert checkpoints.resolve_checkpoint_prefix(
+      folder("steps", ["ckpt-10000", "ckpt-14000", "ckpt-9"])).endswith("/ckpt-14000")
+  assert checkpoints.resolve_checkpoint_prefix(
+      folder("google", ["model.ckpt-300", "model.ckpt-200"])).endswith("/model.ckpt-300")
+  assert checkpoints.resolve_checkpoint_prefix(
+      folder("one", ["bert_model.ckpt"])).endswith("/bert_model.ckpt")
+  mixed = folder("mixed", ["bert_model.ckpt", "ckpt-5"])
+  with pytest.raises(BertTfError) as e:
+    checkpoints.resolve_checkpoint_prefix(mixed)
+  assert str(e.value) == (f"{mixed!r} holds 2 checkpoints (bert_model.ckpt, ckpt-5) and no "
+                          "'checkpoint' file naming the latest: give the one to use (its path "
+                          "without .index)")
+
+
 def test_wrong_config_for_checkpoint(google_checkpoint):
   model = BertModel(BertConfig.from_dict({**TINY, "num_hidden_layers": 1}))
   with pytest.raises(BertTfError) as excinfo:
