@@ -91,8 +91,15 @@ def is_handle(path):
 
 
 def cached_folder(handle):
-  """Where a fetched module goes: ``<cache>/tfhub/<hash of the handle>_<its last names>``."""
-  digest = hashlib.sha1(handle.encode("utf-8")).hexdigest()[:12]
+  """Where a fetched module goes: ``<cache>/tfhub/<hash>_<its last names>``, the hash of the
+  handle, or of a local archive's real path, size and time of change (an archive of the same
+  name in another folder, or replaced in place, was silently given the first one's module)."""
+  identity = handle
+  local = _local(handle)
+  if urllib.parse.urlparse(handle).scheme in ("", "file") and os.path.isfile(local):
+    stat = os.stat(local)
+    identity = f"{os.path.realpath(local)}|{stat.st_size}|{stat.st_mtime_ns}"
+  digest = hashlib.sha1(identity.encode("utf-8")).hexdigest()[:12]
   path = urllib.parse.urlparse(handle).path
   tail = re.sub(r"[^A-Za-z0-9._-]+", "_", "_".join(path.strip("/").split("/")[-2:]))
   tail = re.sub(r"(\.tar\.gz|\.tgz)$", "", tail)[:80]

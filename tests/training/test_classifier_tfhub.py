@@ -177,10 +177,20 @@ def test_an_archive_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
   assert module.do_lower_case is False
   reference, outputs = _outputs(module)
   np.testing.assert_allclose(outputs["pooled_output"], reference["pooled_output"], atol=2e-6)
-  archive.unlink()  # The cached folder is used; nothing is fetched again.
-  assert tfhub.resolve(url) == module.folder
+  # The cached folder is used; nothing is unpacked again.
+  with monkeypatch.context() as patched:
+    patched.setattr(tfhub, "_fetch_and_unpack", lambda *args: pytest.fail("unpacked again"))
+    assert tfhub.resolve(url) == module.folder
+    assert tfhub.resolve(str(archive)) == module.folder  # the same file, as a path
   # Only the folder is left in the cache, no temporary names.
   assert os.listdir(os.path.dirname(module.folder)) == [os.path.basename(module.folder)]
+  # An archive of the same name elsewhere, or this one replaced, is not that module (it was
+  # given the cached one silently): here both are damaged, and say so.
+  (tmp_path / "other").mkdir()
+  for damaged in (tmp_path / "other" / archive.name, archive):
+    damaged.write_bytes(_tar_gz(MODULE, "module")[:20000])
+    with pytest.raises(BertTfError, match="cannot unpack it as a .tar.gz"):
+      tfhub.resolve(str(damaged))
 
 
 def test_a_url_is_fetched_as_tfhub_serves_modules_once(tmp_path, monkeypatch):
