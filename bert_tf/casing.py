@@ -1,22 +1,25 @@
 """The casing of a model (``do_lower_case``): from the caller, a Hugging Face
 ``tokenizer_config.json``, Google's released checkpoint names, or the vocab itself."""
 
-import json
 import os
 
 import tensorflow as tf
 
-from bert_tf import tokenization
+from bert_tf import fileio, tokenization
 from bert_tf.errors import BertTfError
 
 
 def _read_json_field(path, field):
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.load(f)
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  values = fileio.read_json(path)
   return values.get(field) if isinstance(values, dict) else None
+
+
+def _tokenizer_config_casing(path):
+  """``do_lower_case`` of a Hugging Face ``tokenizer_config.json`` (None when absent)."""
+  value = _read_json_field(path, "do_lower_case")
+  if value is not None and not isinstance(value, bool):
+    raise BertTfError(f"{path}: do_lower_case must be true or false, got {value!r}")
+  return value
 
 
 def _casing_of_google_name(folder):
@@ -53,8 +56,8 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
     return bool(do_lower_case), "argument"
   tokenizer_config = os.path.join(folder, "tokenizer_config.json")
   if tf.io.gfile.exists(tokenizer_config):
-    value = _read_json_field(tokenizer_config, "do_lower_case")
-    if isinstance(value, bool):
+    value = _tokenizer_config_casing(tokenizer_config)
+    if value is not None:
       return value, tokenizer_config
   known = _casing_of_google_name(folder)
   if known is not None:
@@ -84,8 +87,8 @@ def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None):
   folder = _model_folder(init_checkpoint)
   tokenizer_config = folder and os.path.join(folder, "tokenizer_config.json")
   if tokenizer_config and tf.io.gfile.exists(tokenizer_config):
-    value = _read_json_field(tokenizer_config, "do_lower_case")
-    if isinstance(value, bool):
+    value = _tokenizer_config_casing(tokenizer_config)
+    if value is not None:
       if value != lower:
         raise BertTfError(
             f"--do_lower_case={lower} does not match {tokenizer_config}: do_lower_case "

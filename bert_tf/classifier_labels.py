@@ -68,11 +68,7 @@ def _read_json(folder, name):
   path = os.path.join(folder, name)
   if not tf.io.gfile.exists(path):
     return _MISSING, path
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      return json.load(f), path
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  return fileio.read_json(path), path
 
 
 def _labels(info):

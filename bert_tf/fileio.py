@@ -33,6 +33,10 @@ def exists(path):
   return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def is_folder(path):
+  return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
 def makedirs(path):
   """Creates directory ``path`` and its parents if missing."""
   if is_remote(path):
@@ -235,3 +239,13 @@ def read_utf8(path, strip_bom=True):
     line = data.count(b"\n", 0, e.start) + 1
     column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
     raise BertTfError(f"{path}:{line}: not valid UTF-8 (byte {column} of the line)") from None
+
+
+def read_json(path):
+  """The JSON value in ``path`` (UTF-8, a byte-order mark dropped): bytes that are not UTF-8
+  or text that is not JSON are a one-line ``BertTfError`` naming the file and line."""
+  import json  # pylint: disable=import-outside-toplevel
+  try:
+    return json.loads(read_utf8(path))
+  except json.JSONDecodeError as e:
+    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None

@@ -176,6 +176,8 @@ def load_vocab(vocab_file):
   """
   if not vocab_file or not fileio.exists(vocab_file):
     raise BertTfError(f"vocab file not found: {str(vocab_file)!r}")
+  if fileio.is_folder(vocab_file):
+    raise BertTfError(f"vocab file {str(vocab_file)!r} is a folder (give its vocab.txt)")
   with fileio.open_file(vocab_file, "rb") as reader:
     data = convert_to_unicode(reader.read())
   # The original reads with readline(): lines end at "\n" only (not at the other characters

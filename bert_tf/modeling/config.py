@@ -9,6 +9,7 @@ translates, so each format keeps its own meaning.
 
 import dataclasses
 import json
+import math
 
 import tensorflow as tf
 
@@ -99,13 +100,21 @@ class BertConfig:
       raise BertTfError(
           f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "
           f"num_attention_heads ({self.num_attention_heads})")
-    if self.hidden_act not in ACTIVATIONS:
+    if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
       raise BertTfError(f"{source}: unknown hidden_act {self.hidden_act!r}; "
                         f"expected one of {', '.join(ACTIVATIONS)}")
-    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+    for name, low, high, rule in (
+        ("hidden_dropout_prob", 0.0, 1.0, "in [0, 1)"),
+        ("attention_probs_dropout_prob", 0.0, 1.0, "in [0, 1)"),
+        ("initializer_range", 0.0, math.inf, "a number >= 0"),
+        # A LayerNorm epsilon <= 0 divides by zero on a constant vector: NaN out.
+        ("layer_norm_eps", 0.0, math.inf, "a number > 0")):
       value = getattr(self, name)
-      if not 0.0 <= float(value) < 1.0:
-        raise BertTfError(f"{source}: {name} must be in [0, 1), got {value!r}")
+      number = (isinstance(value, (int, float)) and not isinstance(value, bool) and
+                math.isfinite(value))
+      in_range = number and low <= value < high and (name != "layer_norm_eps" or value > 0)
+      if not in_range:
+        raise BertTfError(f"{source}: {name} must be {rule}, got {value!r}")
     if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
       raise BertTfError(f"{source}: attention_implementation must be one of "
                         f"{', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
@@ -193,11 +202,11 @@ def is_hugging_face_config(values):
 def _read_json(path):
   if not path or not tf.io.gfile.exists(path):
     raise BertTfError(f"config file not found: {path!r}")
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      values = json.load(f)
-  except json.JSONDecodeError as e:
-    raise BertTfError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  if tf.io.gfile.isdir(path):
+    raise BertTfError(f"config file {path!r} is a folder (give its bert_config.json or "
+                      "config.json)")
+  values = fileio.read_json(path)
   if not isinstance(values, dict):
     raise BertTfError(f"{path}: expected a JSON object of config fields")
   return values

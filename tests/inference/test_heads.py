@@ -223,6 +223,16 @@ def test_missing_files_are_one_line_errors(tiny_google, tmp_path):
   big.write_text("\n".join(TINY_VOCAB + ["extra"]) + "\n")
   with pytest.raises(bert_tf.BertTfError, match=r"has 45 tokens but .* says vocab_size 44"):
     bert_tf.load(str(folder), vocab_file=str(big))
+  with pytest.raises(bert_tf.BertTfError) as e:  # was an IsADirectoryError traceback
+    bert_tf.load(str(folder), vocab_file=str(folder))
+  assert str(e.value) == f"vocab file {str(folder)!r} is a folder (give its vocab.txt)"
+  fine_tuned = tmp_path / "fine_tuned"
+  shutil.copytree(folder, fine_tuned)
+  (fine_tuned / "classifier.json").write_bytes(b'{"labels": ["caf\xe9", "b"]}')
+  with pytest.raises(bert_tf.BertTfError) as e:  # was a UnicodeDecodeError traceback
+    bert_tf.load(str(fine_tuned))
+  assert str(e.value) == (f"{fine_tuned / 'classifier.json'}:1: not valid UTF-8 (byte 17 of "
+                          "the line)")
 
 
 def test_casing_contradicting_a_google_checkpoint_name(tiny_google, tmp_path):

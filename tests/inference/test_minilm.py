@@ -185,6 +185,16 @@ def test_casing_sources(tmp_path, minilm_path):
       False, "Google's checkpoint name")
   assert inference.resolve_do_lower_case(str(tmp_path), cased, do_lower_case=True) == (
       True, "argument")
+  # A tokenizer_config.json that is not UTF-8 (was a traceback) or whose do_lower_case is not
+  # true or false (was ignored): one line.
+  (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": "nope"}')
+  with pytest.raises(bert_tf.BertTfError) as e:
+    inference.resolve_do_lower_case(str(tmp_path), vocab)
+  assert str(e.value) == (f"{tmp_path / 'tokenizer_config.json'}: do_lower_case must be true "
+                          "or false, got 'nope'")
+  (tmp_path / "tokenizer_config.json").write_bytes(b'{"do_lower_case": true, "x": "\xff"}')
+  with pytest.raises(bert_tf.BertTfError, match=r"tokenizer_config\.json:1: not valid UTF-8"):
+    inference.resolve_do_lower_case(str(tmp_path), vocab)
 
 
 def test_the_scripts_do_lower_case_checked_against_the_model(tmp_path, minilm_path,

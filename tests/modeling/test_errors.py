@@ -23,6 +23,15 @@ def _one_line(excinfo):
     ({"hidden_act": "gelu2"}, "unknown hidden_act 'gelu2'"),
     ({"vocab_size": 0}, "vocab_size must be a positive integer"),
     ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob must be in [0, 1)"),
+    # Were tracebacks (ValueError, TypeError, Keras' own), or a model of NaN outputs.
+    ({"hidden_dropout_prob": "abc"}, "hidden_dropout_prob must be in [0, 1), got 'abc'"),
+    ({"attention_probs_dropout_prob": None},
+     "attention_probs_dropout_prob must be in [0, 1), got None"),
+    ({"hidden_act": ["gelu"]}, "unknown hidden_act ['gelu']"),
+    ({"initializer_range": "x"}, "initializer_range must be a number >= 0, got 'x'"),
+    ({"layer_norm_eps": "x"}, "layer_norm_eps must be a number > 0, got 'x'"),
+    ({"layer_norm_eps": -1}, "layer_norm_eps must be a number > 0, got -1"),
+    ({"layer_norm_eps": 0}, "layer_norm_eps must be a number > 0, got 0"),
 ])
 def test_impossible_config(tmp_path, change, needle):
   path = tmp_path / "bert_config.json"
@@ -31,6 +40,18 @@ def test_impossible_config(tmp_path, change, needle):
     BertConfig.from_json_file(str(path))
   message = _one_line(excinfo)
   assert needle in message and str(path) in message
+
+
+def test_config_file_not_utf8_or_a_folder(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_bytes(json.dumps(TINY).encode("utf-8").replace(b'"gelu"', b'"gel\xff"'))
+  with pytest.raises(BertTfError) as excinfo:
+    BertConfig.from_json_file(str(path))
+  assert _one_line(excinfo).startswith(f"{path}:1: not valid UTF-8")
+  with pytest.raises(BertTfError) as excinfo:
+    BertConfig.from_json_file(str(tmp_path))
+  assert _one_line(excinfo) == (f"config file {str(tmp_path)!r} is a folder (give its "
+                                "bert_config.json or config.json)")
 
 
 def test_missing_field_and_bad_json(tmp_path):
