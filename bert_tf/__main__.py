@@ -64,8 +64,16 @@ def _layer_list(value):
         f"expected comma-separated layer indexes (or 'embeddings'), got {value!r}") from None
 
 
+class _OneLineParser(argparse.ArgumentParser):
+  """Command-line mistakes are one line and exit status 1, as every other mistake here (not
+  argparse's usage block and status 2). ``--help`` still shows the usage."""
+
+  def error(self, message):
+    self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def _parser():
-  parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+  parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
   commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
   common = argparse.ArgumentParser(add_help=False)

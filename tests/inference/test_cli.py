@@ -132,6 +132,22 @@ def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
                              tiny_bert.embed(texts, pooling="last2_concat"), atol=1e-6)
 
 
+@pytest.mark.parametrize("argv,line", [
+    (["fill-mask", "--model=m", "--top_k=abc", "a [MASK]"],
+     "bert_tf fill-mask: error: argument --top_k: invalid int value: 'abc'"),
+    (["fill-mask", "a [MASK]"],
+     "bert_tf fill-mask: error: the following arguments are required: --model"),
+    (["tokenize", "--model=m"], "bert_tf: error: argument COMMAND: invalid choice: 'tokenize' "
+                                "(choose from 'fill-mask', 'next-sentence', 'embed', 'classify', "
+                                "'tag', 'attention', 'export-hf')"),
+])
+def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line):
+  """As the module promises (argparse printed its usage block and exited 2)."""
+  with pytest.raises(SystemExit) as e:
+    main(argv)
+  assert e.value.code == 1 and capsys.readouterr().err == line + "\n"
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["fill-mask", "Paris is the [MASK] of France."],
      "bert_tf fill-mask: error: fill_mask: {model} has no masked-LM head"),

@@ -1,7 +1,6 @@
 """fill_mask and next_sentence on a Google-format checkpoint with cls/* heads, against Google's
 original pretraining graph run on hand-tokenized inputs (tests/inference/conftest.py)."""
 
-import json
 import shutil
 
 import numpy as np
