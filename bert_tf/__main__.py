@@ -21,6 +21,7 @@
 import argparse
 import glob
 import json
+import math
 import os
 import sys
 
@@ -255,6 +256,8 @@ def _embed(args, out):
     raise BertTfError(f"--output_file {args.output_file}: expected a .npy, .jsonl or .json name")
   if args.word is not None and any(b is not None for _, b in items):
     raise BertTfError("--word works on single texts, not 'a ||| b' pairs")
+  if args.plot and len(items) < 2:  # Before anything is written: both outputs or neither.
+    raise BertTfError(f"--plot: a PCA picture needs at least 2 texts, got {len(items)}")
   bert = _load(args)
   if args.word is not None:
     vectors = bert.embed_words([a for a, _ in items], args.word, layers=args.layers,
@@ -376,6 +379,14 @@ def _check_paths(args):
   from bert_tf import paths  # pylint: disable=import-outside-toplevel
   from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
   preflight.check_at_least({"--batch_size": (args.batch_size, 1)})
+  # Before the model loads and anything is written (a bad --dpi failed after the .npy).
+  if args.max_seq_length is not None:
+    preflight.check_at_least({"--max_seq_length": (args.max_seq_length, 3)})
+  if getattr(args, "dpi", None) is not None:
+    preflight.check_at_least({"--dpi": (args.dpi, 1)})
+  inches = getattr(args, "cell_inches", None)
+  if inches is not None and not (math.isfinite(inches) and inches > 0):
+    raise BertTfError(f"--cell_inches must be a positive number, got {inches}")
   model = [args.model] + sorted(glob.glob(os.path.join(glob.escape(args.model), "*")
                                           if os.path.isdir(args.model)
                                           else glob.escape(args.model) + "*"))

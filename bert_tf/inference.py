@@ -382,7 +382,7 @@ class InferenceModel(inference_heads.HeadsMixin):
     return table
 
   def _limit(self, max_seq_length):
-    limit = max_seq_length or self.max_seq_length
+    limit = self.max_seq_length if max_seq_length is None else max_seq_length  # 0 is no limit
     if limit > self.config.max_position_embeddings:
       raise BertTfError(f"max_seq_length {limit} exceeds the model's max_position_embeddings "
                         f"{self.config.max_position_embeddings}")
@@ -439,7 +439,7 @@ class InferenceModel(inference_heads.HeadsMixin):
 
     Sequences are sorted by length first, so that a batch wastes little on padding.
     """
-    batch_size = batch_size or self.batch_size
+    batch_size = self.batch_size if batch_size is None else batch_size
     if batch_size < 1:
       raise BertTfError(f"batch_size must be positive, got {batch_size}")
     order = sorted(range(len(tokens)), key=lambda i: -len(tokens[i]))

@@ -158,11 +158,23 @@ def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line):
     (["attention", "a b"], "bert_tf attention: error: attention: give --output_html"),
     (["fill-mask", "--input_file=/nonexistent.txt"],
      "input file not found (--input_file): '/nonexistent.txt'"),
+    # Checked before the model loads and anything is written (--dpi=0 failed after the .npy
+    # with a traceback; --max_seq_length=0 meant the default).
+    (["embed", "--output_file=e.npy", "--plot=p.png", "--dpi=0", "a", "b"],
+     "--dpi must be at least 1, got 0"),
+    (["attention", "--output_png=a.png", "--cell_inches=-1", "a b"],
+     "--cell_inches must be a positive number, got -1.0"),
+    (["embed", "--output_file=e.npy", "--max_seq_length=0", "a"],
+     "--max_seq_length must be at least 3, got 0"),
+    (["embed", "--output_file=e.npy", "--plot=p.html", "a"],
+     "--plot: a PCA picture needs at least 2 texts, got 1"),
 ])
-def test_errors_are_one_line(minilm_path, capsys, argv, needle):
+def test_errors_are_one_line(minilm_path, capsys, argv, needle, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
   status, _, err = _run(capsys, argv[0], f"--model={minilm_path}", *argv[1:])
   assert status == 1
   assert needle.format(model=minilm_path) in err and err.count("\n") == 1
+  assert os.listdir(tmp_path) == []
 
 
 def test_attention_writes_both_pictures_or_neither(tiny_google, capsys, tmp_path):
