@@ -4,6 +4,7 @@ Shape legend: L = layers, N = heads, S = tokens.
 """
 
 import os
+import re
 
 import numpy as np
 
@@ -112,7 +113,8 @@ def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, ce
                            dpi=100):
   """``attention_heatmaps_figure`` saved as PNG (each atomically). Returns the paths written:
   ``[path]``, or, for a grid that ``heatmap_pages`` splits to keep its labels readable, one
-  file per block named ``<stem>-layers<a>-<b>-heads<c>-<d>.png`` beside ``path``."""
+  file per block named ``<stem>-layers<a>-<b>-heads<c>-<d>.png`` beside ``path``. The earlier
+  files of this name that these replace (``path``, or blocks of that form) are removed."""
   tokens = [str(t) for t in tokens]
   attentions = as_attention(attentions, tokens)
   rows = select_indexes(layers, attentions.shape[0], "layer")
@@ -132,4 +134,15 @@ def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, ce
     for done in written:  # All of them or none.
       os.remove(done)
     raise
+  # The earlier pictures of this name that these replace (another text's split blocks, or its
+  # one file): left beside the new ones, they were taken for this text's.
+  block = re.compile(re.escape(os.path.basename(stem)) + r"-layers\d+-\d+-heads\d+-\d+" +
+                     re.escape(ext or ".png"))
+  folder = os.path.dirname(path) or "."
+  earlier = [os.path.join(folder, name) for name in os.listdir(folder) if block.fullmatch(name)]
+  earlier += [path] if len(pages) > 1 and os.path.exists(path) else []
+  kept = {os.path.abspath(done) for done in written}
+  for stale in earlier:
+    if os.path.abspath(stale) not in kept:
+      os.remove(stale)
   return written

@@ -2,6 +2,7 @@
 the embedded weights, the PNG's pixel size from its header; PCA against an eigendecomposition."""
 
 import json
+import os
 import re
 import struct
 import sys
@@ -415,11 +416,27 @@ def test_big_grid_is_split_to_keep_labels_readable(tmp_path):
       f"layer 0 head {h}" for h in range(6, 12))
 
 
-def test_grid_that_fits_stays_one_figure(tmp_path):
+def test_grid_that_fits_stays_one_figure(tmp_path, monkeypatch):
   tokens = [f"t{i}" for i in range(12)]
   paths = visualize.attention_heatmaps_png(tokens, _random_attention(2, 3, 12),
                                            str(tmp_path / "g.png"), dpi=10)
   assert paths == [str(tmp_path / "g.png")]
+  # A split picture of that name replaces it, and the other way round: the earlier files,
+  # left beside the new ones, were taken for the new text's (and another name's stay).
+  (tmp_path / "other-layers0-0-heads0-5.png").write_bytes(b"x")
+  (tmp_path / "g-notes.png").write_bytes(b"x")
+  monkeypatch.chdir(tmp_path)  # a name without a folder
+  long_text = [f"tok{i}" for i in range(56)]
+  split = visualize.attention_heatmaps_png(long_text, _random_attention(1, 12, 56), "g.png",
+                                           dpi=10)
+  assert split == ["g-layers0-0-heads0-5.png", "g-layers0-0-heads6-11.png"]
+  assert sorted(os.listdir(tmp_path)) == ["g-layers0-0-heads0-5.png",
+                                          "g-layers0-0-heads6-11.png", "g-notes.png",
+                                          "other-layers0-0-heads0-5.png"]
+  assert visualize.attention_heatmaps_png(tokens, _random_attention(2, 3, 12), "g.png",
+                                          dpi=10) == ["g.png"]
+  assert sorted(os.listdir(tmp_path)) == ["g-notes.png", "g.png",
+                                          "other-layers0-0-heads0-5.png"]
 
 
 @pytest.mark.parametrize("label,word,expected", [
