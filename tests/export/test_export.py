@@ -264,3 +264,26 @@ def test_write_atomically_replaces_whole_or_not_at_all(tmp_path):
   with pytest.raises(BertTfError, match="exists and is not a directory"):
     export.write_atomically(str(tmp_path / "file"), write({"a": "1"}))
   assert sorted(os.listdir(tmp_path)) == ["file", "model"]
+
+
+def test_exports_of_a_vocab_or_length_that_does_not_fit_are_refused(tmp_path):
+  """As the scripts refuse them: a vocab of another size (the export was written, and served
+  text then failed in a Gather), a max_seq_length beyond the position embeddings (was a
+  multi-line error from tracing); nothing is written."""
+  vocab, model, _ = _tiny_classifier(tmp_path, num_labels=2)
+  (tmp_path / "big.txt").write_text("\n".join(WORDS + ["extra"]) + "\n")
+  big = str(tmp_path / "big.txt")
+  for call, message in [
+      (lambda: export.export_classifier(model, str(tmp_path / "c"), vocab_file=big,
+                                        max_seq_length=SEQ_LENGTH),
+       f"vocab file {big!r} has {len(WORDS) + 1} tokens but the BERT config says vocab_size "
+       f"{len(WORDS)}: they are not of the same model"),
+      (lambda: export.export_encoder(model, str(tmp_path / "e"), vocab_file=big),
+       f"vocab file {big!r} has {len(WORDS) + 1} tokens"),
+      (lambda: export.export_classifier(model, str(tmp_path / "c"), vocab_file=vocab,
+                                        max_seq_length=33),
+       "max_seq_length 33 exceeds the model's max_position_embeddings 32")]:
+    with pytest.raises(BertTfError) as e:
+      call()
+    assert str(e.value).startswith(message)
+  assert sorted(os.listdir(tmp_path)) == ["big.txt", "vocab.txt"]
