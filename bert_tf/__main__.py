@@ -378,6 +378,9 @@ def _check_paths(args):
   written, a --batch_size that makes batches: one line each, before the model loads."""
   from bert_tf import paths  # pylint: disable=import-outside-toplevel
   from bert_tf.training import preflight  # pylint: disable=import-outside-toplevel
+  if not args.model.strip():
+    raise BertTfError("--model is empty: give a model folder, checkpoint or released model's "
+                      "name")
   preflight.check_at_least({"--batch_size": (args.batch_size, 1)})
   # Before the model loads and anything is written (a bad --dpi failed after the .npy).
   if args.max_seq_length is not None:

@@ -167,8 +167,9 @@ def _fetch_and_unpack(handle, target, stream):
     except (tarfile.TarError, EOFError, OSError) as e:
       if isinstance(e, OSError) and not isinstance(e, tarfile.TarError) and e.errno is not None:
         raise
-      raise BertTfError(f"--bert_hub_module_handle={handle}: cannot unpack it as a .tar.gz "
-                        f"({type(e).__name__}: {str(e).strip() or 'truncated'})") from None
+      why = (str(e).strip().splitlines() or ["truncated"])[0]  # tarfile's lists every method
+      raise BertTfError(f"{handle}: cannot unpack it as a .tar.gz ({type(e).__name__}: "
+                        f"{why})") from None
     home = next((root for root, _, files in os.walk(unpacked)
                  if "saved_model.pb" in files and _is_module(root)), None)
     if home is None:

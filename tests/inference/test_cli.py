@@ -137,15 +137,23 @@ def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
      "bert_tf fill-mask: error: argument --top_k: invalid int value: 'abc'"),
     (["fill-mask", "a [MASK]"],
      "bert_tf fill-mask: error: the following arguments are required: --model"),
+    (["embed", "--model=", "--output_file=x.npy", "hi"],  # was "--output_file is --model"
+     "bert_tf embed: error: --model is empty: give a model folder, checkpoint or released "
+     "model's name"),
     (["tokenize", "--model=m"], "bert_tf: error: argument COMMAND: invalid choice: 'tokenize' "
                                 "(choose from 'fill-mask', 'next-sentence', 'embed', 'classify', "
                                 "'tag', 'attention', 'export-hf')"),
 ])
-def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line):
+def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line, tmp_path,
+                                                         monkeypatch):
   """As the module promises (argparse printed its usage block and exited 2)."""
-  with pytest.raises(SystemExit) as e:
-    main(argv)
-  assert e.value.code == 1 and capsys.readouterr().err == line + "\n"
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "x.npy").write_bytes(b"")
+  try:
+    status = main(argv)
+  except SystemExit as e:
+    status = e.code
+  assert status == 1 and capsys.readouterr().err == line + "\n"
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -234,8 +234,11 @@ def test_bad_handles_are_one_line_errors(tmp_path, monkeypatch):
   empty.mkdir()
   unsafe = tmp_path / "unsafe.tar.gz"
   unsafe.write_bytes(_tar_gz(MODULE / "saved_model.pb", "../saved_model.pb"))
+  junk = tmp_path / "junk.tar.gz"  # tarfile's error lists every method it tried, a line each
+  junk.write_bytes(b"not an archive " * 100)
   cases = [
       (str(tmp_path / "missing"), "no such folder or .tar.gz, and not a URL"),
+      (str(junk), f"^{junk}: cannot unpack it as a .tar.gz \\(ReadError: "),
       (str(empty), "not a TF-Hub module folder"),
       (str(cut), "cannot unpack it as a .tar.gz"),
       (str(unsafe), "cannot unpack it as a .tar.gz"),
