@@ -205,10 +205,16 @@ def _as_input(items):
 
 
 def _load(args):
+  from bert_tf import run_lock  # pylint: disable=import-outside-toplevel
   from bert_tf.inference import load  # pylint: disable=import-outside-toplevel
-  return load(args.model, config_file=args.bert_config_file, vocab_file=args.vocab_file,
+  bert = load(args.model, config_file=args.bert_config_file, vocab_file=args.vocab_file,
               do_lower_case=args.do_lower_case, max_seq_length=args.max_seq_length,
               batch_size=args.batch_size)
+  holder = os.path.isdir(args.model) and run_lock.running_holder(args.model)
+  if holder:  # Its weights are those of the checkpoint saved last, not the finished model's.
+    print(f"{PROG}: note: {args.model} is in use by a training run ({holder}): this is its "
+          f"last checkpoint so far, {bert.load_report.source}", file=sys.stderr)
+  return bert
 
 
 def _fill_mask(args, out):

@@ -91,6 +91,30 @@ def _describe(record):
           f"{record.get('started', '?')} ({command})")
 
 
+def running_holder(folder):
+  """``pid ... on host, started ... (command)`` of the run that holds ``folder``'s lock now
+  (a training run writing its checkpoints there), or None (no lock, a dead run's, gs://)."""
+  path = os.path.join(folder, LOCK_FILE)
+  if fileio.is_remote(folder) or not os.path.exists(path):
+    return None
+  import fcntl  # pylint: disable=import-outside-toplevel
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return _describe(_parse(_read_fd(fd)))
+    except OSError:
+      return None
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
 class OutputDirLock:
   """The lock of ``output_dir`` (see the module docstring); ``release()`` when done."""
 

@@ -109,6 +109,12 @@ def resolve_checkpoint_prefix(path):
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest:
+      # A copied folder whose "checkpoint" file names the original folder's absolute path
+      # (TF1's Saver writes them): the copy's own checkpoint of that name, not the original's.
+      own = os.path.join(path, os.path.basename(latest))
+      if (os.path.normpath(os.path.dirname(latest)) != os.path.normpath(path) and
+          tf.io.gfile.exists(own + ".index")):
+        return own
       return latest
     # No "checkpoint" file (a copied folder): the one checkpoint, or the highest step of
     # one name's (ckpt-14000 over ckpt-10000, which sorts first); several names, refused.

@@ -3,6 +3,7 @@ against Google's outputs (tiny model with heads) and against the tested Python A
 
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -284,3 +285,26 @@ def test_last_zero_pooling_names_the_flag(tiny_google, tmp_path, capsys):
   assert err == ("bert_tf embed: error: pooling='last0_mean': K in lastK_mean must be at "
                  "least 1\n")
   assert not (tmp_path / "e.npy").exists()
+
+
+def test_a_folder_a_training_run_holds_is_named_with_the_checkpoint_used(tiny_google, capsys,
+                                                                        tmp_path):
+  """Its weights are the last checkpoint so far, not the finished model's (it was silent)."""
+  from bert_tf import run_lock  # pylint: disable=import-outside-toplevel
+  folder, _ = tiny_google
+  busy = tmp_path / "training"
+  shutil.copytree(folder, busy)
+  assert run_lock.running_holder(str(busy)) is None
+  lock = run_lock.OutputDirLock(str(busy))  # as a training run holds it
+  try:
+    holder = run_lock.running_holder(str(busy))
+    assert holder.startswith(f"pid {os.getpid()} on ")
+    status, out, err = _run(capsys, "fill-mask", f"--model={busy}", "the [MASK] sat.")
+    assert status == 0 and out
+    assert err == (f"bert_tf: note: {busy} is in use by a training run ({holder}): this is its "
+                   f"last checkpoint so far, {busy / 'bert_model.ckpt'}\n")
+  finally:
+    lock.release()
+  assert run_lock.running_holder(str(busy)) is None
+  status, _, err = _run(capsys, "fill-mask", f"--model={busy}", "the [MASK] sat.")
+  assert status == 0 and err == ""

@@ -102,6 +102,13 @@ def test_a_folder_without_its_checkpoint_file_gives_its_latest_checkpoint(tmp_pa
       folder("google", ["model.ckpt-300", "model.ckpt-200"])).endswith("/model.ckpt-300")
   assert checkpoints.resolve_checkpoint_prefix(
       folder("one", ["bert_model.ckpt"])).endswith("/bert_model.ckpt")
+  # A copy whose "checkpoint" file names the original folder's absolute path (TF1's Saver
+  # writes them): the copy's own checkpoint, not the original's.
+  original = folder("original", ["model.ckpt-7"])
+  copy = folder("copy", ["model.ckpt-7"])
+  (tmp_path / "copy" / "checkpoint").write_text(
+      f'model_checkpoint_path: "{original}/model.ckpt-7"\n')
+  assert checkpoints.resolve_checkpoint_prefix(copy) == f"{copy}/model.ckpt-7"
   mixed = folder("mixed", ["bert_model.ckpt", "ckpt-5"])
   with pytest.raises(BertTfError) as e:
     checkpoints.resolve_checkpoint_prefix(mixed)
