@@ -107,15 +107,21 @@ def resolve_checkpoint_prefix(path):
   if path.endswith(".index"):
     path = path[:-len(".index")]
   if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
+    try:  # (tf.train.latest_checkpoint logs an ERROR line when the one named is missing)
+      state = tf.train.get_checkpoint_state(path)
+    except Exception:  # pylint: disable=broad-except  (a damaged "checkpoint" file: ignored)
+      state = None
+    if state is not None and state.model_checkpoint_path:
+      named = state.model_checkpoint_path
       # A copied folder whose "checkpoint" file names the original folder's absolute path
       # (TF1's Saver writes them): the copy's own checkpoint of that name, not the original's.
-      own = os.path.join(path, os.path.basename(latest))
-      if (os.path.normpath(os.path.dirname(latest)) != os.path.normpath(path) and
-          tf.io.gfile.exists(own + ".index")):
-        return own
-      return latest
+      for candidate in (os.path.join(path, os.path.basename(named)), named):
+        if tf.io.gfile.exists(candidate + ".index"):
+          return candidate
+      name = os.path.basename(named)
+      raise BertTfError(f"{os.path.join(path, 'checkpoint')} names {name}, but {path!r} has no "
+                        f"{name}.index (a partial copy?): copy it, or give the checkpoint to "
+                        "use")
     # No "checkpoint" file (a copied folder): the one checkpoint, or the highest step of
     # one name's (ckpt-14000 over ckpt-10000, which sorts first); several names, refused.
     prefixes = sorted({c[:-len(".index")]

@@ -109,6 +109,16 @@ def test_a_folder_without_its_checkpoint_file_gives_its_latest_checkpoint(tmp_pa
   (tmp_path / "copy" / "checkpoint").write_text(
       f'model_checkpoint_path: "{original}/model.ckpt-7"\n')
   assert checkpoints.resolve_checkpoint_prefix(copy) == f"{copy}/model.ckpt-7"
+  # The one it names is missing (its .index not copied): said, not another one loaded, and
+  # without TensorFlow's ERROR line.
+  (tmp_path / "copy" / "model.ckpt-7.index").unlink()
+  (tmp_path / "copy" / "model.ckpt-5.index").write_bytes(b"")
+  (tmp_path / "copy" / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-7"\n')
+  with pytest.raises(BertTfError) as e:
+    checkpoints.resolve_checkpoint_prefix(copy)
+  assert str(e.value) == (f"{copy}/checkpoint names model.ckpt-7, but {copy!r} has no "
+                          "model.ckpt-7.index (a partial copy?): copy it, or give the "
+                          "checkpoint to use")
   mixed = folder("mixed", ["bert_model.ckpt", "ckpt-5"])
   with pytest.raises(BertTfError) as e:
     checkpoints.resolve_checkpoint_prefix(mixed)
