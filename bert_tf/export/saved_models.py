@@ -175,7 +175,7 @@ def write_atomically(export_dir, write, *, overwrite=False):
       is_previous=is_previous_export)
 
 
-def _check_fits(model, vocab_file, max_seq_length=None):
+def check_fits(model, vocab_file, max_seq_length=None):
   """The preprocessing fits the model, as the scripts check: a vocab of the config's size (one
   of another size exported, and the served model then failed on the first text), and a
   max_seq_length within its position embeddings (was a multi-line tracing error)."""
@@ -183,9 +183,12 @@ def _check_fits(model, vocab_file, max_seq_length=None):
   config = getattr(getattr(model, "bert", model), "config", None)
   if config is None:
     return
-  fileio.require_file(vocab_file, "vocab file", "vocab_file")
-  tokenization.check_vocab_size(vocab_file, len(tokenization.load_vocab(vocab_file)),
-                                config.vocab_size)
+  if isinstance(vocab_file, (list, tuple)):  # the tokens themselves, in id order
+    tokenization.check_vocab_size("given as tokens", len(vocab_file), config.vocab_size)
+  else:
+    fileio.require_file(vocab_file, "vocab file", "vocab_file")
+    tokenization.check_vocab_size(vocab_file, len(tokenization.load_vocab(vocab_file)),
+                                  config.vocab_size)
   if max_seq_length is not None:
     if max_seq_length > config.max_position_embeddings:
       raise BertTfError(f"max_seq_length {max_seq_length} exceeds the model's "
@@ -215,7 +218,7 @@ class ClassifierModule(_Assets):
   def __init__(self, model, vocab_file, do_lower_case, max_seq_length, labels=None,
                multi_label=False):
     super().__init__(name="bert_classifier")
-    _check_fits(model, vocab_file, max_seq_length)
+    check_fits(model, vocab_file, max_seq_length)
     self.model = model
     self.is_regression = model.num_labels == 1  # One output: a regression score.
     self.multi_label = multi_label
@@ -272,7 +275,7 @@ class EncoderModule(_Assets):
 
   def __init__(self, encoder, vocab_file, do_lower_case):
     super().__init__(name="bert_encoder")
-    _check_fits(encoder, vocab_file)
+    check_fits(encoder, vocab_file)
     self.encoder = encoder
     self.variables = list(encoder.variables)
     self.trainable_variables = list(encoder.trainable_variables)

@@ -90,6 +90,8 @@ class QuestionAnswerer(tf.Module):
                version_2_with_negative=False, null_score_diff_threshold=0.0):
     super().__init__(name="question_answerer")
     squad_features.check_lengths(max_seq_length, doc_stride, max_query_length)
+    from bert_tf.export import saved_models  # pylint: disable=import-outside-toplevel
+    saved_models.check_fits(model, vocab_file, max_seq_length)
     if n_best_size < 1 or max_answer_length < 1:
       raise BertTfError(f"n_best_size ({n_best_size}) and max_answer_length "
                         f"({max_answer_length}) must be at least 1")

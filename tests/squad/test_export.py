@@ -275,3 +275,18 @@ def test_bad_options(uncased_vocab):
                            ({"n_best_size": 0}, "n_best_size (0) and max_answer_length")):
     with pytest.raises(BertTfError, match=message.replace("(", r"\(").replace(")", r"\)")):
       export.QuestionAnswerer(model, str(uncased_vocab), **options)
+
+
+def test_a_vocab_or_length_that_does_not_fit_the_model_is_refused(uncased_vocab):
+  """As the scripts refuse them (the export was written, and served questions failed)."""
+  model = BertSpanLabeler(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=16,
+                                     max_position_embeddings=64))
+  with pytest.raises(BertTfError) as e:
+    export.QuestionAnswerer(model, str(uncased_vocab), max_seq_length=64, max_query_length=16)
+  assert str(e.value) == (f"vocab file {str(uncased_vocab)!r} has 30522 tokens but the BERT "
+                          "config says vocab_size 50: they are not of the same model")
+  tokens = [f"t{i}" for i in range(50)]
+  with pytest.raises(BertTfError, match=r"^max_seq_length 128 exceeds the model's "
+                                        r"max_position_embeddings 64$"):
+    export.QuestionAnswerer(model, tokens, max_seq_length=128, max_query_length=16)
