@@ -139,8 +139,10 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   path = os.fspath(path) if path else path
   if not path or not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     # A bare word (or an "org/name") may have been meant as a released model's name.
+    parent = os.path.dirname(path or "")
     named = (path and not path.startswith(("/", ".", "~")) and path.count("/") <= 1
-             and not os.path.splitext(path)[1])
+             and not os.path.splitext(path)[1]
+             and not (parent and os.path.isdir(parent)))  # "out/google": a path in out/
     hint = (f" (no such folder or checkpoint, nor a released model's name"
             f"{pretrained.suggest(path)})") if named else ""
     raise BertTfError(f"model not found: {path!r}{hint}")

@@ -266,11 +266,17 @@ def test_the_scripts_casing_is_checked_against_the_name_before_downloading(model
   assert model_mirror.requests == []
 
 
-def test_unknown_names_get_suggestions(model_mirror):
+def test_unknown_names_get_suggestions(model_mirror, tmp_path, monkeypatch):
   with pytest.raises(bert_tf.BertTfError, match=(
       r"^model not found: 'bert-base-uncasd' \(no such folder or checkpoint, nor a released "
       r"model's name \(did you mean bert-base-uncased, ")):
     bert_tf.load("bert-base-uncasd")
+  # A missing folder under an existing one is a path, not a name (it was offered names).
+  (tmp_path / "out").mkdir()
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(bert_tf.BertTfError) as e:
+    bert_tf.load("out/google")
+  assert str(e.value) == "model not found: 'out/google'"
   assert model_mirror.requests == []
 
 
