@@ -133,7 +133,20 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
   if tfhub.is_handle(path):
     return _load_tfhub_module(path, config_file, vocab_file, do_lower_case, max_seq_length,
                               batch_size)
+  given = path
   path = pretrained.resolve(path)
+  if path is not given and path != given:  # a released model, from the download cache
+    try:
+      return _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length,
+                        batch_size)
+    except BertTfError as e:
+      raise BertTfError(f"{e} (in the download cache: delete {path} and it is downloaded "
+                        "again)") from None
+  return _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length, batch_size)
+
+
+def _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length, batch_size):
+  """``load`` of a folder or checkpoint."""
   config_file = pretrained.resolve_file(config_file, "bert_config.json")
   vocab_file = pretrained.resolve_file(vocab_file, "vocab.txt")
   path = os.fspath(path) if path else path

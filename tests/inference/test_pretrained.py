@@ -110,6 +110,21 @@ def test_a_folder_missing_a_file_is_downloaded_again(tiny_google, model_mirror):
   assert _model_files(cached) == _model_files(folder) and len(model_mirror.requests) == 2
 
 
+def test_a_damaged_cached_model_says_where_it_is(tiny_google, model_mirror):
+  """A file damaged in the cache after the download: the error says so, and how to mend it
+  (it named a checkpoint deep in the cache, unreadable, and no more)."""
+  folder, _ = tiny_google
+  model_mirror.serve("bert-base-uncased", folder)
+  cached = pretrained.folder("bert-base-uncased", stream=io.StringIO())
+  with open(os.path.join(cached, "bert_config.json"), "w") as f:
+    f.write("{")
+  with pytest.raises(bert_tf.BertTfError) as e:
+    bert_tf.load("bert-base-uncased")
+  assert str(e.value) == (f"{cached}/bert_config.json: not valid JSON (line 1: Expecting "
+                          f"property name enclosed in double quotes) (in the download cache: "
+                          f"delete {cached} and it is downloaded again)")
+
+
 def test_a_file_mirror(tiny_google, monkeypatch, tmp_path):
   folder, _ = tiny_google
   (tmp_path / "mirror" / "2018_11_23").mkdir(parents=True)
