@@ -58,7 +58,14 @@ def glob_chars(pattern):
 
 
 def _compression(files):
-  return "GZIP" if all(f.endswith(".gz") for f in files) else None
+  """GZIP when every file is named .gz, None when none is; a mix is one line (one pipeline
+  reads its files one way: the .gz ones were read as plain and called damaged)."""
+  gzipped = [f for f in files if f.endswith(".gz")]
+  if gzipped and len(gzipped) < len(files):
+    plain = next(f for f in files if not f.endswith(".gz"))
+    raise BertTfError(f"--input_file mixes GZIP files (named .gz: {gzipped[0]}) and plain "
+                      f"ones ({plain}): give files of one kind")
+  return "GZIP" if gzipped else None
 
 
 def _first_record(path, compression):

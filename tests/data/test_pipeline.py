@@ -107,6 +107,21 @@ def test_missing_files_are_one_line_errors(tmp_path):
     pipeline.pretraining_dataset(str(tmp_path / "nothing*.tfrecord"), 4, SEQ, PRED, True)
 
 
+def test_gzip_and_plain_files_in_one_input_are_one_line(records, tmp_path):
+  """One pipeline reads its files one way: the .gz one was read as plain and called damaged."""
+  import gzip  # pylint: disable=import-outside-toplevel
+  _, files = records
+  packed = tmp_path / "part-9.tfrecord.gz"
+  with open(files[0], "rb") as f:
+    packed.write_bytes(gzip.compress(f.read()))
+  with pytest.raises(BertTfError) as e:
+    pipeline.pretraining_dataset(f"{files[1]},{packed}", 4, SEQ, PRED, False)
+  assert str(e.value) == (f"--input_file mixes GZIP files (named .gz: {packed}) and plain ones "
+                          f"({files[1]}): give files of one kind")
+  batches = list(pipeline.pretraining_dataset(str(packed), 4, SEQ, PRED, False))
+  assert len(batches) == 1  # alone, it reads
+
+
 def test_drop_next_sentence(records):
   _, files = records
   ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=False,
