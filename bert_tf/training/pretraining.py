@@ -168,7 +168,6 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   from bert_tf import flops  # pylint: disable=import-outside-toplevel
   from bert_tf.data import input_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pipeline  # pylint: disable=import-outside-toplevel
-  from bert_tf.data import record_check  # pylint: disable=import-outside-toplevel
   from bert_tf import fileio  # pylint: disable=import-outside-toplevel
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
@@ -255,7 +254,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
 
   def evaluate():
     """eval_results.txt's entries (global_step aside) of the model's weights."""
-    with record_check.naming_damaged_records(eval_files):
+    with input_checks.naming_bad_records(eval_files, bert_config, max_seq_length,
+                                         max_predictions_per_seq):
       return loop.evaluate(strategy, model, task,
                            dataset_fn(eval_input_file or input_file, eval_batch_size, False),
                            max_steps=max_eval_steps, cache=eval_cache)
@@ -283,7 +283,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           patience=early_stopping_patience,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
           progress=progress)
-    with record_check.naming_damaged_records(train_files):
+    with input_checks.naming_bad_records(train_files, bert_config, max_seq_length,
+                                         max_predictions_per_seq):
       results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),
                                        init_fn=init_fn,
                                        summary_writer=(loop.summary_writer(output_dir)

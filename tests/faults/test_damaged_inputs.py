@@ -7,6 +7,7 @@ the test wrote (TensorFlow's writer), not taken from the code under test.
 
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -141,6 +142,47 @@ def test_files_of_two_shapes_are_named_before_training(work):
       f"has max_seq_length {SEQ}, max_predictions_per_seq {PRED}; {work_dir}/data-2.tfrecord "
       "has 32, 5 (data made with other --max_seq_length/--max_predictions_per_seq): give files "
       "of one shape")
+
+
+def test_a_record_of_another_shape_inside_a_file_is_one_line(work, tmp_path):
+  """Records of another shape appended to a file, past the first record every pipeline reads:
+  named by --check_input_files (record and count), and one line when a run meets them (both
+  were a TensorFlow traceback; check_pretraining_files reads first records only)."""
+  work_dir, _ = work
+  _write(tmp_path / "other.tfrecord", seq=32, pred=5, count=3)
+  with open(work_dir / "data-0.tfrecord", "ab") as out:
+    out.write((tmp_path / "other.tfrecord").read_bytes())
+  _check_inputs(work_dir)  # the first records fit
+  with pytest.raises(BertTfError) as error:
+    _check_inputs(work_dir, full=True)
+  assert str(error.value) == (
+      f"{work_dir}/data-0.tfrecord: record {RECORDS} has 32 input_ids, the records before it "
+      f"{SEQ} (data of another --max_seq_length/--max_predictions_per_seq appended to this "
+      "file?)")
+  run = _run(work_dir, tmp_path / "out", steps=120)  # 960 records: every one is read
+  line = _one_line(run)
+  assert re.fullmatch(  # (its first feature that does not parse, as TensorFlow says)
+      re.escape(f"{PROG}: error: a record in --input_file ({work_dir}/data-0.tfrecord, "
+                f"{work_dir}/data-1.tfrecord) does not parse as pretraining data of "
+                f"--max_seq_length {SEQ}, --max_predictions_per_seq {PRED} (its ") +
+      r"[a-z_]+" + re.escape(
+          "): data of another shape in a file? --check_input_files names the file and record"),
+      line), line
+
+
+def test_an_id_past_the_embedding_table_met_by_a_run_is_one_line():
+  """TensorFlow's own message for the gather (an id past the sample checked before the run):
+  the config's table it overruns is named."""
+  from bert_tf.data import input_checks  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertConfig  # pylint: disable=import-outside-toplevel
+  config = BertConfig.from_dict(json.loads(CONFIG.format(vocab=100)))
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
+    tf.gather(tf.zeros([100, 4]), tf.constant([[1, 2], [3, 400]]))
+  assert input_checks.describe_bad_record(error.value.message, ["a.tfrecord"], config, SEQ,
+                                          PRED) == (
+      "an id 400 in --input_file (a.tfrecord) is not below the config's vocab_size 100 (data "
+      "made with another vocab?): --check_input_files names the file and record")
+  assert input_checks.describe_bad_record("something else", ["a"], config, SEQ, PRED) is None
 
 
 def _max_input_id(records):
