@@ -577,6 +577,13 @@ class UserTaskProcessor(DataProcessor):
       raw_label = fields.get("label")
       if label_columns:
         raw_label = self._from_label_columns(fields, label_columns, f"{path}:{line}")
+      elif raw_label is not None:
+        # Spaces around a label are not part of it ("pos " and "pos" were two classes, and
+        # a CSV's ", pos" a class " pos"); an empty one is no label at all (it became a class
+        # "").
+        raw_label = raw_label.strip()
+        if not raw_label and need_label and not self.multi_label:
+          raise BertTfError(f"{path}:{line}: empty label (every {split} row needs one)")
       yield f"{path}:{line}", raw_label, fields
 
   def _label_columns(self, header, path, line):
@@ -611,8 +618,10 @@ class UserTaskProcessor(DataProcessor):
     examples = []
     for i, (location, raw_label, fields) in enumerate(
         self._read(data_dir, split, need_label=split != "test")):
+      # A test file's labels are not read, as the original's (a blank or "?" was refused).
       examples.append(self._make_example(
-          f"{split}-{i}", fields["text_a"], fields.get("text_b"), raw_label, location))
+          f"{split}-{i}", fields["text_a"], fields.get("text_b"),
+          None if split == "test" else raw_label, location))
     return examples
 
 

@@ -268,6 +268,31 @@ def test_user_task_labels_file_flag_and_regression(tmp_path):
     regression.get_dev_examples(str(tmp_path))
 
 
+def test_user_task_labels_are_stripped_blank_ones_refused_test_ones_not_read(tmp_path):
+  """Spaces around a label are not part of it ("not good " and "not good" were two classes,
+  a CSV's "text, pos" a class " pos"); an empty training label is one line (it was a class
+  ""); a test file's labels are not read, as the original's (a blank or "?" was refused)."""
+  (tmp_path / "train.tsv").write_text(
+      "text_a\tlabel\nawful\tnot good \nfine\tnot good\ngreat\t very good\n",
+      encoding="utf-8")
+  (tmp_path / "test.tsv").write_text("text_a\tlabel\nhmm\t\nwhat\t?\n", encoding="utf-8")
+  processor = glue.get_processor("user", data_dir=str(tmp_path))
+  assert processor.get_labels() == ["not good", "very good"]
+  assert [e.label for e in processor.get_train_examples(str(tmp_path))] == [
+      "not good", "not good", "very good"]
+  assert [(e.text_a, e.label) for e in processor.get_test_examples(str(tmp_path))] == [
+      ("hmm", None), ("what", None)]
+  csv_dir = tmp_path / "csv"
+  csv_dir.mkdir()
+  (csv_dir / "train.csv").write_text("text_a,label\nbad, neg\ngood, pos\n", encoding="utf-8")
+  assert glue.get_processor("user", data_dir=str(csv_dir)).get_labels() == ["neg", "pos"]
+  (tmp_path / "train.tsv").write_text("text_a\tlabel\nawful\tneg\nodd\t \nfine\tpos\n",
+                                      encoding="utf-8")
+  with pytest.raises(BertTfError) as e:
+    glue.get_processor("user", data_dir=str(tmp_path)).get_labels()
+  assert str(e.value) == f"{tmp_path / 'train.tsv'}:3: empty label (every train row needs one)"
+
+
 def test_label_flags_that_would_be_ignored_are_refused():
   """--labels and --is_regression are the user task's: a GLUE task has its own (the flags
   were silently ignored); --labels names distinct outputs."""
