@@ -58,6 +58,12 @@ SETTINGS_FILE = "run_settings.json"
 # (``loop.write_model_files_if_fresh``, ``classifier_labels``): put back as it was when the
 # run fails before any checkpoint.
 FRESH_RUN_FILES = ("bert_config.json", "vocab.txt", "classifier.json", "token_classifier.json")
+# The results of an earlier run that a fresh training run's folder may hold (an eval-only or
+# predict-only run of another model, the --init_checkpoint): set aside when it starts, gone
+# once it has a checkpoint, put back if it fails before one (``_set_aside_results``).
+RESULT_FILES = ("eval_results.txt", "eval_results.json", "test_results*.tsv",
+                "test_results.txt", "eval_predictions.txt", "test_predictions.txt",
+                "predictions.json", "nbest_predictions.json", "null_odds.json")
 # Races where the lock changes hands between two looks at it, before giving up.
 _ATTEMPTS = 20
 # os.link's errors on a file system without hard links (then the lock is made in place).
@@ -520,6 +526,25 @@ def record_settings(output_dir, settings):
   _write_settings(os.path.join(output_dir, SETTINGS_FILE), settings)
 
 
+def _set_aside_results(output_dir, progress):
+  """Renames the earlier results in ``output_dir`` (``RESULT_FILES``) to temporary names;
+  returns ``{path: aside}``. Those a killed fresh run left aside are removed first."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  aside = {}
+  for pattern in RESULT_FILES:
+    for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, pattern))):
+      if fileio.temp_target(os.path.basename(path)):
+        continue
+      fileio.remove_stale_temps(path)
+      aside[path] = fileio.temp_name(path)
+      fileio.commit(path, aside[path])
+  if aside and progress:
+    progress(f"set aside {', '.join(os.path.basename(p) for p in aside)}: results of an "
+             "earlier run, not of the model this run trains (removed once it saves a "
+             "checkpoint, put back if it fails before)")
+  return aside
+
+
 def one_run_per_output_dir(trajectory):
   """Decorates a training library function (``run_pretraining``...) whose arguments include
   ``output_dir``, ``strategy``, ``do_train`` and ``progress``: the call holds the lock of
@@ -562,6 +587,7 @@ def one_run_per_output_dir(trajectory):
         if _has_checkpoints(output_dir):
           check_vocab(output_dir, arguments.get("vocab_file"),
                       resume_with_changed_flags=resume_with_changed_flags, progress=progress)
+        aside = _set_aside_results(output_dir, progress) if fresh else {}
         try:
           results = run(*args, **kwargs)
         except BaseException:
@@ -570,7 +596,13 @@ def one_run_per_output_dir(trajectory):
               path = os.path.join(output_dir, name)
               if _read(path) != text:
                 _put_back(path, text)
+            for path, moved in aside.items():
+              if not fileio.exists(path):
+                fileio.commit(moved, path)
           raise
+        finally:
+          for moved in aside.values():
+            fileio.discard(moved)
         if changed is not None:
           record_settings(output_dir, changed)
         return results

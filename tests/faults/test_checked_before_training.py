@@ -111,6 +111,30 @@ def test_a_fresh_run_refused_late_leaves_no_model_files(tmp_path, uncased_vocab,
   assert not left & {"bert_config.json", "vocab.txt", "classifier.json", "run_settings.json"}
 
 
+def test_a_fresh_training_run_sets_aside_an_earlier_runs_results(tmp_path, uncased_vocab,
+                                                                  mrpc):
+  """An eval/predict-only run of another model (the --init_checkpoint) left its results in
+  the folder; a new training run there left them beside its own model (a 2-column
+  test_results.tsv beside a 3-label classifier). Now they go once the new run has a
+  checkpoint, with a line, and stay when it fails before one."""
+  out = tmp_path / "out"
+  out.mkdir()
+  earlier = {"eval_results.txt": "eval_accuracy = 0.5\nglobal_step = 0\n",
+             "test_results.tsv": "0.4\t0.6\n"}
+  for name, text in earlier.items():
+    (out / name).write_text(text)
+  _refused(_classifier, uncased_vocab, out, mrpc, do_train=True, num_train_epochs=0.01)
+  assert {p.name: p.read_text() for p in out.iterdir()} == earlier  # as it was
+  lines = []
+  _classifier(uncased_vocab, out, mrpc, do_train=True, progress=lines.append)
+  assert ("set aside eval_results.txt, test_results.tsv: results of an earlier run, not of "
+          "the model this run trains (removed once it saves a checkpoint, put back if it "
+          "fails before)") in lines
+  left = {p.name for p in out.iterdir()}
+  assert not left & set(earlier) and not [n for n in left if ".tmp-" in n]
+  assert tf.train.latest_checkpoint(str(out))
+
+
 def test_a_vocab_without_unk_is_found_before_training(tmp_path, uncased_vocab, mrpc):
   """Same size (the config's vocab_size still fits), only [UNK] renamed."""
   vocab = tmp_path / "vocab.txt"
