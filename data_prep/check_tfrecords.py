@@ -26,6 +26,10 @@ def main(argv):
   results = record_check.check_files(files, progress=print)
   total = sum(r.records for r in results)
   size = sum(r.size for r in results)
+  if not total:  # as run_pretraining refuses it
+    from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
+    raise BertTfError(f"no records in {len(results)} file(s) ({', '.join(files[:3])}"
+                      f"{' ...' if len(files) > 3 else ''}): nothing to train on")
   print(f"{len(results)} file(s), {total} records, {size} bytes: no damage")
 
 

@@ -291,18 +291,28 @@ def check_files(files, progress=None):
 
 def expand_patterns(patterns):
   """Comma-separated string or list of files/globs -> the files, each pattern's sorted
-  (local globs without TensorFlow). A pattern that matches nothing is a ``BertTfError``."""
+  (local globs without TensorFlow), as run_pretraining reads them: a glob leaves out the
+  ``fileio.temp_name`` files of a data preparation running or killed (training never reads
+  them). A pattern that matches nothing, or no pattern, is a ``BertTfError``."""
   import glob  # pylint: disable=import-outside-toplevel
   if isinstance(patterns, str):
     patterns = patterns.split(",")
+  patterns = [p.strip() for p in patterns if p.strip()]
+  if not patterns:
+    raise BertTfError("--input_file names no file")
   files = []
-  for pattern in (p.strip() for p in patterns if p.strip()):
+  for pattern in patterns:
     if fileio.is_remote(pattern):
       import tensorflow as tf  # pylint: disable=import-outside-toplevel
       matched = tf.io.gfile.glob(pattern)
     else:
       matched = [p for p in glob.glob(pattern) if os.path.isfile(p)]
+    if any(c in pattern for c in "*?["):
+      matched = [p for p in matched if fileio.temp_target(os.path.basename(p)) is None]
     if not matched:
-      raise BertTfError(f"no input files match {pattern!r} (--input_file)")
+      folder = not fileio.is_remote(pattern) and os.path.isdir(pattern)
+      raise BertTfError(f"no input files match {pattern!r} (--input_file)" +
+                        (": a folder; give its files, e.g. " +
+                         repr(os.path.join(pattern, "*")) if folder else ""))
     files.extend(sorted(matched))
   return files

@@ -135,6 +135,31 @@ def test_check_tool_names_file_offset_and_record(tmp_path):
       f"2 file(s), {60 + 44} records, {os.path.getsize(good) + offsets[44]} bytes: no damage")
 
 
+def test_check_tool_reads_what_training_reads(tmp_path):
+  """The temporary file of a data preparation killed beside its outputs is left out of a glob
+  (training leaves it out; the check called it damaged); no file, or files of no record
+  (training refuses them), is one line, not 'no damage'."""
+  _write(tmp_path / "a-0.tfrecord", seed=1)
+  cut = tmp_path / "a-1.tfrecord.tmp-99999-0123abcd"
+  cut.write_bytes((tmp_path / "a-0.tfrecord").read_bytes()[:100])
+  assert record_check.expand_patterns(f"{tmp_path}/a-*") == [str(tmp_path / "a-0.tfrecord")]
+  assert record_check.expand_patterns(str(cut)) == [str(cut)]  # named, it is checked
+  with pytest.raises(BertTfError, match="^--input_file names no file$"):
+    record_check.expand_patterns(" , ")
+  with pytest.raises(BertTfError) as e:
+    record_check.expand_patterns(str(tmp_path))
+  assert str(e.value) == (f"no input files match {str(tmp_path)!r} (--input_file): a folder; "
+                          f"give its files, e.g. {str(tmp_path / '*')!r}")
+  (tmp_path / "empty.tfrecord").write_bytes(b"")
+  command = [sys.executable, os.path.join(ROOT, "data_prep", "check_tfrecords.py"),
+             f"--input_file={tmp_path}/empty.tfrecord"]
+  result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      f"check_tfrecords.py: error: no records in 1 file(s) ({tmp_path}/empty.tfrecord): "
+      "nothing to train on"]
+
+
 def test_check_tool_needs_no_tensorflow(tmp_path):
   _write(tmp_path / "a.tfrecord")
   code = ("import sys; sys.argv = ['check_tfrecords.py', '--input_file=" + str(tmp_path) +
