@@ -59,7 +59,14 @@ RULES = {
     "max_seq_length": (lambda v: v >= 3, ">= 3"),
     "num_unused_tokens": _AT_LEAST_0,  # build_vocab.py
     "min_pair_count": _AT_LEAST_1,
+    "min_sentence_chars": _AT_LEAST_1,  # sample_corpus.py (0 kept empty "sentences")
 }
+
+# Path flags given empty (``--output_file=``): no path (a write to "" was a traceback, a glob
+# of "" matched the working folder).
+PATH_FLAGS = ("input_file", "output_file", "output_dir", "vocab_file", "bert_config_file",
+              "init_checkpoint", "data_dir", "export_dir", "train_file", "predict_file",
+              "eval_input_file")
 
 
 def check(flag_values):
@@ -71,3 +78,11 @@ def check(flag_values):
     value = flag_values[name].value
     if value is not None and not ok(value):
       raise BertTfError(f"--{name}={value}: must be {what}")
+  for name in PATH_FLAGS:
+    if name not in flag_values:
+      continue
+    value = flag_values[name].value
+    empty = (not any(str(v).strip() for v in value) if isinstance(value, list)
+             else value is not None and not str(value).strip())
+    if empty:
+      raise BertTfError(f"--{name} is empty: give a path")

@@ -8,6 +8,7 @@ the test wrote (TensorFlow's writer), not taken from the code under test.
 import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -285,6 +286,23 @@ def test_seed_and_shard_size_ranges(flag, value, message):
   with pytest.raises(BertTfError) as error:
     flag_ranges.check(fv)
   assert str(error.value) == message
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("data_prep/sample_corpus.py", ["--output_file="], "--output_file is empty: give a path"),
+    ("data_prep/build_vocab.py", ["--input_file=x", "--vocab_file= "],
+     "--vocab_file is empty: give a path"),
+    ("data_prep/check_tfrecords.py", ["--input_file=,"], "--input_file is empty: give a path"),
+    ("data_prep/sample_corpus.py", ["--output_file=c.txt", "--min_sentence_chars=0"],
+     "--min_sentence_chars=0: must be >= 1"),
+])
+def test_empty_paths_and_sentence_lengths(tmp_path, script, args, message):
+  """An empty output name was a FileNotFoundError traceback (a write to ''), an empty
+  check_tfrecords input 'no damage', --min_sentence_chars=0 a corpus of empty sentences."""
+  result = subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+  assert _one_line(result) == f"{os.path.basename(script)}: error: {message}"
+  assert os.listdir(tmp_path) == []
 
 
 def test_non_finite_loss_stops_at_its_step_keeps_last_finite_checkpoint(work, tmp_path):
