@@ -280,7 +280,9 @@ def _rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
     except StopIteration:
       return
     except csv.Error as e:
-      raise BertTfError(f"{path}:{reader.line_num}: {e}") from None
+      why = ("a carriage return (\\r) inside a field: lines end at \\n (or \\r\\n)"
+             if "new-line character" in str(e) else str(e))
+      raise BertTfError(f"{path}:{reader.line_num}: {why}") from None
     yield line, row
     line = reader.line_num + 1
 
@@ -547,8 +549,12 @@ class UserTaskProcessor(DataProcessor):
         "give them with --labels or labels.txt")
 
   def split_file(self, data_dir, split):
-    """The file of ``split`` in ``data_dir`` (``<split>.tsv`` or ``<split>.csv``)."""
-    return _find_file(data_dir, self.task.splits[split].files, f"user task {split} file")
+    """The file of ``split`` in ``data_dir`` (``<split>.tsv`` or ``<split>.csv``; both is
+    one line: which one was meant?)."""
+    names = self.task.splits[split].files
+    if data_dir and all(tf.io.gfile.exists(os.path.join(data_dir, n)) for n in names):
+      raise BertTfError(f"{data_dir} has both {' and '.join(names)}: keep the one to use")
+    return _find_file(data_dir, names, f"user task {split} file")
 
   def _read(self, data_dir, split, need_label):
     """Yields (location, raw label or None, row dict) for each row of a split's file."""
@@ -641,6 +647,9 @@ def get_processor(task_name, data_dir=None, labels=None, is_regression=False, la
   """
   if labels is not None:
     classifier_labels.check_names(labels)
+    if len(labels) < 2 and not multi_label and not is_regression:
+      raise BertTfError(f"--labels {','.join(map(str, labels))}: a classifier needs at least "
+                        "2 labels")
   if (task_name or "").strip().lower() == USER_TASK:
     return UserTaskProcessor(data_dir=data_dir, labels=labels, is_regression=is_regression,
                              allow_empty_text=allow_empty_text, multi_label=multi_label,

@@ -732,7 +732,9 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None, cache=None):
         k: (totals[k][0] + v[0], totals[k][1] + v[1]) for k, v in sums.items()}
     steps += 1
   if totals is None:
-    raise BertTfError("evaluation dataset is empty (fewer examples than one batch?)")
+    raise BertTfError("evaluation dataset is empty: fewer records than one batch "
+                      "(--eval_batch_size, the global batch; the last partial batch is left "
+                      "out, as the original)")
   return {k: s / w if w else float("nan") for k, (s, w) in totals.items()}
 
 

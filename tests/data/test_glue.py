@@ -291,6 +291,20 @@ def test_user_task_labels_are_stripped_blank_ones_refused_test_ones_not_read(tmp
   with pytest.raises(BertTfError) as e:
     glue.get_processor("user", data_dir=str(tmp_path)).get_labels()
   assert str(e.value) == f"{tmp_path / 'train.tsv'}:3: empty label (every train row needs one)"
+  # A lone carriage return inside a field: said in words (Python's csv message spoke of
+  # "universal-newline mode").
+  (tmp_path / "train.tsv").write_text("text_a\tlabel\nab\rc\tpos\nd\tneg\n", encoding="utf-8",
+                                      newline="")
+  with pytest.raises(BertTfError) as e:
+    glue.get_processor("user", data_dir=str(tmp_path)).get_labels()
+  assert str(e.value) == (f"{tmp_path / 'train.tsv'}:2: a carriage return (\\r) inside a "
+                          "field: lines end at \\n (or \\r\\n)")
+  # train.tsv and train.csv both: which one was meant (train.tsv was taken silently).
+  (tmp_path / "train.tsv").write_text("text_a\tlabel\na\tneg\nb\tpos\n", encoding="utf-8")
+  (tmp_path / "train.csv").write_text("text_a,label\na,x\nb,y\n", encoding="utf-8")
+  with pytest.raises(BertTfError) as e:
+    glue.get_processor("user", data_dir=str(tmp_path)).get_labels()
+  assert str(e.value) == f"{tmp_path} has both train.tsv and train.csv: keep the one to use"
 
 
 def test_label_flags_that_would_be_ignored_are_refused():
@@ -306,6 +320,8 @@ def test_label_flags_that_would_be_ignored_are_refused():
       (dict(task_name="user", labels=["ham", "spam", "ham"]),
        "--labels ham,spam,ham: 'ham' given twice (one output per label: names must differ)"),
       (dict(task_name="user", labels=["ham", " "]), "--labels ham, : an empty label name"),
+      (dict(task_name="user", labels=["pos"]), "--labels pos: a classifier needs at least 2 "
+                                               "labels"),
       (dict(task_name="user", labels=["a", "b"], is_regression=True),
        "--labels names a classification's outputs; a regression (--is_regression) has one "
        "float output and no labels")]:
