@@ -530,8 +530,12 @@ def _set_aside_results(output_dir, progress):
   """Renames the earlier results in ``output_dir`` (``RESULT_FILES``) to temporary names;
   returns ``{path: aside}``. Those a killed fresh run left aside are removed first."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import glue  # pylint: disable=import-outside-toplevel
+  # ... and the GLUE submission files of a predict run (MRPC.tsv, MNLI-m.tsv, ...).
+  submissions = sorted({name for task in glue.TASKS.values()
+                        for name in task.predict_splits.values() if name})
   aside = {}
-  for pattern in RESULT_FILES:
+  for pattern in RESULT_FILES + tuple(submissions):
     for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, pattern))):
       if fileio.temp_target(os.path.basename(path)):
         continue

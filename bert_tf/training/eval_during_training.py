@@ -304,9 +304,25 @@ def require_best(best_dir):
                       "training with --eval_during_training)")
 
 
-def restore_best(model, best_dir, progress):
+def _restore_whole(model, checkpoint, what):
+  """``checkpoint``'s weights into ``model``, every one of them: a folder another script
+  fine-tuned (a sentence classifier's under run_squad or run_ner, a pretraining run's under
+  run_classifier) lacks this task's head, which would stay random (it was evaluated and its
+  results written over the folder's, with exit 0)."""
+  report = checkpoints.load_bert_tf_checkpoint(model, checkpoint)
+  if report.missing:
+    shown = ", ".join(report.missing[:3]) + (", ..." if len(report.missing) > 3 else "")
+    raise BertTfError(f"{what}: {checkpoint} lacks {shown} (they would be "
+                      "random): its folder holds another kind of model (made by another "
+                      "script or task?); give this run an --output_dir of its own")
+
+
+def restore_best(model, best_dir, progress, what="--use_best_checkpoint"):
   """Loads ``best/``'s weights into ``model``; returns their training step."""
-  path = loop.restore_model(model, best_dir)
+  path = loop.latest_checkpoint(best_dir)
+  if path is None:
+    raise BertTfError(f"no training checkpoint in {best_dir!r}")
+  _restore_whole(model, path, what)
   if progress:
     progress(f"using the best checkpoint, {path}")
   return int(path.rsplit("-", 1)[1])
@@ -320,10 +336,11 @@ def restore_without_training(model, output_dir, init_checkpoint, phase, use_best
   ``phase``). Returns their training step (0 for ``init_checkpoint``)."""
   progress = progress or (lambda line: None)
   if use_best_checkpoint:
-    return restore_best(model, os.path.join(output_dir, BEST_DIR), progress)
+    return restore_best(model, os.path.join(output_dir, BEST_DIR), progress,
+                        f"{phase} without --do_train")
   latest = loop.latest_checkpoint(output_dir)
   if latest:
-    loop.restore_model(model, latest)
+    _restore_whole(model, latest, f"{phase} without --do_train")
     progress(f"restored {latest}")
     return int(latest.rsplit("-", 1)[1])
   report = checkpoints.load_weights(model, init_checkpoint)

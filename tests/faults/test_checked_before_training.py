@@ -17,6 +17,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, BertModel, checkpoints
 from bert_tf.training import classifier, pretraining, squad
 from tests.conftest import FIXTURES
+from tests.faults.support_export import digests
 from tests.reference import google_models
 
 CONFIG = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522,
@@ -120,19 +121,42 @@ def test_a_fresh_training_run_sets_aside_an_earlier_runs_results(tmp_path, uncas
   out = tmp_path / "out"
   out.mkdir()
   earlier = {"eval_results.txt": "eval_accuracy = 0.5\nglobal_step = 0\n",
-             "test_results.tsv": "0.4\t0.6\n"}
+             "test_results.tsv": "0.4\t0.6\n", "MRPC.tsv": "index\tprediction\n0\t1\n"}
   for name, text in earlier.items():
     (out / name).write_text(text)
   _refused(_classifier, uncased_vocab, out, mrpc, do_train=True, num_train_epochs=0.01)
   assert {p.name: p.read_text() for p in out.iterdir()} == earlier  # as it was
   lines = []
   _classifier(uncased_vocab, out, mrpc, do_train=True, progress=lines.append)
-  assert ("set aside eval_results.txt, test_results.tsv: results of an earlier run, not of "
-          "the model this run trains (removed once it saves a checkpoint, put back if it "
-          "fails before)") in lines
+  assert ("set aside eval_results.txt, test_results.tsv, MRPC.tsv: results of an earlier "
+          "run, not of the model this run trains (removed once it saves a checkpoint, put "
+          "back if it fails before)") in lines
   left = {p.name for p in out.iterdir()}
   assert not left & set(earlier) and not [n for n in left if ".tmp-" in n]
   assert tf.train.latest_checkpoint(str(out))
+
+
+def test_another_scripts_folder_is_not_evaluated_with_a_random_head(tmp_path, uncased_vocab,
+                                                                     mrpc):
+  """run_squad (or run_pretraining, run_ner) predicting or evaluating without training over a
+  folder run_classifier fine-tuned: its checkpoints have no span head, which stayed random;
+  the predictions were written and the folder's own eval_results.txt removed, exit 0."""
+  out = tmp_path / "out"
+  _classifier(uncased_vocab, out, mrpc, do_train=True, do_eval=True)
+  before = digests(out)
+  with pytest.raises(BertTfError) as error:
+    squad.run_squad(CONFIG, str(uncased_vocab), str(out), tf.distribute.get_strategy(),
+                    do_predict=True, predict_batch_size=2,
+                    predict_file=str(FIXTURES / "squad" / "allennlp_squad_v1.1_sample.json"),
+                    **SQUAD_LENGTHS)
+  latest = tf.train.latest_checkpoint(str(out))
+  assert str(error.value) == (
+      f"--do_predict without --do_train: {latest} lacks cls/squad/output_weights, "
+      "cls/squad/output_bias (they would be random): its folder holds another kind of model "
+      "(made by another script or task?); give this run an --output_dir of its own")
+  assert digests(out) == before
+  # Its own script evaluates it again, as before.
+  assert "eval_accuracy" in _classifier(uncased_vocab, out, mrpc, do_eval=True)["eval"]
 
 
 def test_a_vocab_without_unk_is_found_before_training(tmp_path, uncased_vocab, mrpc):
