@@ -274,8 +274,8 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
   """`file_based_convert_examples_to_features` unless output_file already holds the same.
 
   Beside the TFRecord a sidecar <output_file>.meta.json records the fingerprint of the
-  examples, labels, sequence length and tokenizer, and the record counts. When both exist and
-  the fingerprint matches and every record is sound (``record_check.reusable``: a damaged
+  examples, labels, sequence length and tokenizer, the record counts and the file's size.
+  When both exist and the fingerprint and size match and every record is sound (``record_check.reusable``: a damaged
   cache is written again), nothing is written. Both files are written atomically, the sidecar
   last, so an interrupted write is redone next time.
 
@@ -292,7 +292,11 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
         meta = json.load(f)
     except (ValueError, tf.errors.OpError):
       meta = {}
-    if meta.get("fingerprint") == fingerprint and record_check.reusable(output_file):
+    # Its size too: another script writing the same name (run_squad's and run_ner's
+    # eval.tf_record) left this sidecar beside records it does not describe.
+    if (meta.get("fingerprint") == fingerprint and
+        meta.get("record_bytes") == tf.io.gfile.stat(output_file).length and
+        record_check.reusable(output_file)):
       return dict(meta, cached=True)
   if tf.io.gfile.exists(meta_file):
     tf.io.gfile.remove(meta_file)  # The TFRecord is about to change.
@@ -304,6 +308,7 @@ def cached_convert_examples_to_features(examples, label_list, max_seq_length, to
       "num_real_examples": sum(not isinstance(e, PaddingInputExample) for e in examples),
       "max_seq_length": max_seq_length,
       "is_regression": bool(is_regression),
+      "record_bytes": tf.io.gfile.stat(output_file).length,
   }
   with fileio.atomic_write(meta_file, "w") as f:
     json.dump(meta, f, indent=2, sort_keys=True)

@@ -218,6 +218,15 @@ def test_cache_reuses_and_rewrites(tmp_path, tokenizer, uncased_vocab):
       f.write(damaged)
     redone = cf.cached_convert_examples_to_features(examples, labels, 16, tokenizer, path)
     assert not redone["cached"] and open(path, "rb").read() == sound
+  # Sound records of other features under this name (run_squad's and run_ner's own
+  # eval.tf_record, written beside run_classifier's sidecar): not taken for the cache (the
+  # next run_classifier run failed with a parse traceback).
+  other = str(tmp_path / "other.tf_record")
+  cf.cached_convert_examples_to_features(examples, labels, 24, tokenizer, other)
+  os.replace(other, path)
+  os.remove(other + ".meta.json")
+  redone = cf.cached_convert_examples_to_features(examples, labels, 16, tokenizer, path)
+  assert not redone["cached"] and open(path, "rb").read() == sound
 
   cased = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=False)
   changes = [
