@@ -222,7 +222,13 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       eval_input_file or input_file,
       "--eval_input_file" if eval_input_file else "--input_file") if evaluates else [])
   train_files = pipeline.expand_file_patterns(input_file) if do_train else []
-  for files in (train_files, eval_files if eval_files != train_files else []):
+  for flag, files in (("--input_file", train_files),
+                      ("--eval_input_file" if eval_input_file else "--input_file (eval)",
+                       eval_files if eval_files != train_files else [])):
+    if files and progress:  # what a glob took (an earlier data prep's extra shards, too)
+      shown = (", ".join(files) if len(files) <= 3 else
+               f"{files[0]}, {files[1]}, ..., {files[-1]}")
+      progress(f"{flag}: {len(files)} file(s): {shown}")
     if files:
       input_checks.check_pretraining_inputs(
           files, bert_config, max_seq_length, max_predictions_per_seq,

@@ -79,6 +79,9 @@ def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
   assert result.returncode == 0, result.stderr[-3000:]
   steps = [line for line in result.stdout.splitlines() if line.startswith("step ")]
   assert [line.split()[1] for line in steps] == ["10/40", "20/40", "30/40", "40/40"]
+  # What the glob took is said (an earlier data preparation's extra shards would be read too).
+  files = sorted(str(p) for p in workdir.glob("data-*.tfrecord"))
+  assert f"--input_file: {len(files)} file(s): {', '.join(files)}" in result.stdout
   first, last = float(steps[0].split()[3]), float(steps[-1].split()[3])
   assert last < first - 1.0, (first, last)
   for needle in ("examples/s", "tokens/s", "ETA"):
