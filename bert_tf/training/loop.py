@@ -531,7 +531,11 @@ class Trainer:
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)
     if resumed:
-      progress(f"resumed from {resumed} at step {int(self.optimizer.iterations.numpy())}")
+      at = int(self.optimizer.iterations.numpy())
+      progress(f"resumed from {resumed} at step {at}")
+      if at > c.num_train_steps:  # (a shorter --num_train_steps/--num_train_epochs)
+        progress(f"training already went to step {at}, past the {c.num_train_steps} this run "
+                 f"plans: nothing to train; what follows uses the weights of step {at}")
     elif init_fn is not None:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
