@@ -621,6 +621,8 @@ class UserTaskProcessor(DataProcessor):
     if split not in self.SPLITS:
       raise BertTfError(f"user task has no split {split!r} (splits: {', '.join(self.SPLITS)})")
     self.get_labels()
+    if split != "train":
+      self._check_pairs_as_train(data_dir, split)
     examples = []
     for i, (location, raw_label, fields) in enumerate(
         self._read(data_dir, split, need_label=split != "test")):
@@ -629,6 +631,27 @@ class UserTaskProcessor(DataProcessor):
           f"{split}-{i}", fields["text_a"], fields.get("text_b"),
           None if split == "test" else raw_label, location))
     return examples
+
+
+  def _header(self, data_dir, split):
+    path = self.split_file(data_dir, split)
+    rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if path.endswith(".csv")
+            else _rows(path))
+    first = next(rows, None)
+    return path, [name.strip() for name in first[1]] if first else []
+
+  def _check_pairs_as_train(self, data_dir, split):
+    """A split of sentence pairs (a text_b column) when train has single texts, or the other
+    way round, is one line: the model would be evaluated on inputs of another form."""
+    names = self.task.splits["train"].files
+    if not data_dir or not any(tf.io.gfile.exists(os.path.join(data_dir, n)) for n in names):
+      return
+    train, train_header = self._header(data_dir, "train")
+    path, header = self._header(data_dir, split)
+    if ("text_b" in train_header) != ("text_b" in header):
+      raise BertTfError(f"{path} {'has' if 'text_b' in header else 'has no'} text_b column "
+                        f"but {train} {'has' if 'text_b' in train_header else 'has none'}: "
+                        "pairs and single texts are other inputs to the model")
 
 
 def get_processor(task_name, data_dir=None, labels=None, is_regression=False, language="zh",

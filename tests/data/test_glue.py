@@ -250,7 +250,7 @@ def test_user_task_csv_pairs_quotes_and_label_order(tmp_path):
       ("A line\nthat spans two", "Short", "2"), ("x", "y", "2")]
   test = processor.get_test_examples(str(tmp_path))
   assert [(e.text_a, e.text_b, e.label) for e in test] == [("q", "r", None)]
-  (tmp_path / "dev.csv").write_text("text_a,label\nfine,3\n", encoding="utf-8")
+  (tmp_path / "dev.csv").write_text("text_a,text_b,label\nfine,ok,3\n", encoding="utf-8")
   with pytest.raises(BertTfError, match=r"dev\.csv:2: unknown label '3' for task user"):
     processor.get_dev_examples(str(tmp_path))
 
@@ -305,6 +305,18 @@ def test_user_task_labels_are_stripped_blank_ones_refused_test_ones_not_read(tmp
   with pytest.raises(BertTfError) as e:
     glue.get_processor("user", data_dir=str(tmp_path)).get_labels()
   assert str(e.value) == f"{tmp_path} has both train.tsv and train.csv: keep the one to use"
+  # Pairs in train, single texts in dev: the model would be evaluated on other inputs.
+  (tmp_path / "train.csv").unlink()
+  (tmp_path / "train.tsv").write_text("text_a\ttext_b\tlabel\na\tb\tneg\nc\td\tpos\n",
+                                      encoding="utf-8")
+  (tmp_path / "dev.tsv").write_text("text_a\tlabel\na\tneg\n", encoding="utf-8")
+  processor = glue.get_processor("user", data_dir=str(tmp_path))
+  assert len(processor.get_train_examples(str(tmp_path))) == 2
+  with pytest.raises(BertTfError) as e:
+    processor.get_dev_examples(str(tmp_path))
+  assert str(e.value) == (f"{tmp_path / 'dev.tsv'} has no text_b column but "
+                          f"{tmp_path / 'train.tsv'} has: pairs and single texts are other "
+                          "inputs to the model")
 
 
 def test_label_flags_that_would_be_ignored_are_refused():
