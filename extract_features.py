@@ -51,19 +51,15 @@ def main(argv):
       "input_file", "vocab_file", "bert_config_file", "init_checkpoint")},
                     outputs={"--output_file": FLAGS.output_file})
   # Imported here so that --help is fast and flag errors come before TensorFlow starts.
-  from bert_tf import casing, extract, tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf import extract, tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertModel, checkpoints  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("bert_config_file", "vocab_file"))
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-  preflight.check_special_tokens(tokenizer.vocab, FLAGS.vocab_file)
-  casing_warning = casing.check_flag(FLAGS.do_lower_case, tokenizer.vocab, FLAGS.vocab_file,
-                                     FLAGS.init_checkpoint)
-  if casing_warning:
-    print(casing_warning, file=sys.stderr)
   config = checkpoints.load_config(FLAGS.bert_config_file)
-  tokenization.check_vocab_size(FLAGS.vocab_file, len(tokenizer.vocab), config.vocab_size,
-                                FLAGS.bert_config_file)
+  preflight.check_tokenizer(tokenizer, FLAGS.vocab_file, config, FLAGS.do_lower_case,
+                            FLAGS.init_checkpoint, lambda line: print(line, file=sys.stderr),
+                            config_file=FLAGS.bert_config_file)
   model = BertModel(config)
   checkpoints.load_weights(model, FLAGS.init_checkpoint)  # logs what was loaded
   count = extract.extract_features(model, tokenizer, FLAGS.input_file, FLAGS.output_file,

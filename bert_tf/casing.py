@@ -33,14 +33,15 @@ def _casing_of_google_name(folder):
   return None
 
 
+def _capital_token(vocab):
+  """The first token with capital letters (``[...]`` tokens aside), or None."""
+  return next((token for token in vocab if token != token.lower() and
+               not (token.startswith("[") and token.endswith("]"))), None)
+
+
 def _casing_of_vocab(vocab):
   """A vocab with capital letters (outside ``[...]`` tokens) belongs to a cased model."""
-  for token in vocab:
-    if token.startswith("[") and token.endswith("]"):
-      continue
-    if token != token.lower():
-      return False
-  return True
+  return _capital_token(vocab) is None
 
 
 def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
@@ -95,13 +96,12 @@ def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None):
             f"{str(value).lower()} ({'an uncased' if value else 'a cased'} model), so pass "
             f"--do_lower_case={value}")
       return None
-  if _casing_of_vocab(vocab) == lower:
+  capital = _capital_token(vocab)
+  if (capital is None) == lower:
     return None
   if lower:
-    example = next(t for t in vocab if t != t.lower() and not (t.startswith("[") and
-                                                               t.endswith("]")))
     return (f"warning: --do_lower_case=True, but {vocab_file} is a cased vocab (it has "
-            f"{example!r}): the text's capitals are lost to the model; a cased model takes "
+            f"{capital!r}): the text's capitals are lost to the model; a cased model takes "
             "--do_lower_case=False")
   return (f"warning: --do_lower_case=False, but {vocab_file} has no capital letters (an "
           "uncased vocab): capitalised words become other pieces or [UNK]; an uncased model "

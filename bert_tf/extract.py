@@ -46,8 +46,7 @@ def read_examples(input_file):
       try:
         line = raw.decode("utf-8-sig" if unique_id == 0 else "utf-8").strip()
       except UnicodeDecodeError as e:
-        raise BertTfError(f"{input_file}:{unique_id + 1}: not valid UTF-8 (byte {e.start + 1} "
-                          "of the line)") from None
+        raise fileio.not_utf8(input_file, unique_id + 1, e.start + 1) from None
       match = _PAIR.match(line)
       if match:
         examples.append(InputExample(unique_id, match.group(1), match.group(2)))

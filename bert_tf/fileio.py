@@ -33,6 +33,11 @@ def exists(path):
   return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def glob_chars(pattern):
+  """Whether ``pattern`` is a glob (has ``*``, ``?`` or ``[``), not a file name."""
+  return any(c in pattern for c in "*?[")
+
+
 def is_folder(path):
   return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
@@ -227,6 +232,12 @@ def require_file(path, what="file", flag=None):
   return path
 
 
+def not_utf8(path, line, byte):
+  """The one-line error of bytes that are not UTF-8: ``path:line``, ``byte`` of the line
+  (counted from 1)."""
+  return BertTfError(f"{path}:{line}: not valid UTF-8 (byte {byte} of the line)")
+
+
 def read_utf8(path, strip_bom=True):
   """The text of ``path`` (local or ``gs://``) decoded as UTF-8, a leading byte-order mark
   (Windows Notepad's) dropped unless ``strip_bom`` is False; bytes that are not UTF-8 are a
@@ -238,7 +249,7 @@ def read_utf8(path, strip_bom=True):
   except UnicodeDecodeError as e:
     line = data.count(b"\n", 0, e.start) + 1
     column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-    raise BertTfError(f"{path}:{line}: not valid UTF-8 (byte {column} of the line)") from None
+    raise not_utf8(path, line, column) from None
 
 
 def read_json(path):

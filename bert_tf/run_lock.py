@@ -537,8 +537,6 @@ def _set_aside_results(output_dir, progress):
   aside = {}
   for pattern in RESULT_FILES + tuple(submissions):
     for path in sorted(tf.io.gfile.glob(os.path.join(output_dir, pattern))):
-      if fileio.temp_target(os.path.basename(path)):
-        continue
       fileio.remove_stale_temps(path)
       aside[path] = fileio.temp_name(path)
       fileio.commit(path, aside[path])

@@ -287,6 +287,13 @@ def _rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
     line = reader.line_num + 1
 
 
+def _user_rows(path):
+  """``_rows`` of a user task's file: a .csv with quotes, a .tsv without."""
+  if path.endswith(".csv"):
+    return _rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL)
+  return _rows(path)
+
+
 def _find_file(data_dir, names, what):
   if not data_dir:
     raise BertTfError(f"no data_dir given to read {what} from (--data_dir)")
@@ -495,6 +502,7 @@ class UserTaskProcessor(DataProcessor):
       raise BertTfError("--label_separator must not be empty")
     self.data_dir = data_dir
     self._labels = tuple(labels) if labels else None
+    self._headers = {}  # path -> the header of a file read (text_b or not)
     self.is_regression = is_regression
     self.multi_label = multi_label
     self.label_separator = label_separator
@@ -560,12 +568,15 @@ class UserTaskProcessor(DataProcessor):
     """Yields (location, raw label or None, row dict) for each row of a split's file."""
     path = self.split_file(data_dir, split)
     is_csv = path.endswith(".csv")
-    rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if is_csv else _rows(path))
+    rows = _user_rows(path)
     header = None
     label_columns = None  # multi-label, one 0/1 column per label
     for line, row in rows:
       if header is None:
         header = [name.strip() for name in row]
+        self._headers[path] = header
+        if split != "train":
+          self._check_pairs_as_train(data_dir, path, header)
         label_columns = self._label_columns(header, path, line)
         missing = [c for c in ("text_a",) + (("label",) if need_label and not label_columns
                                               else ()) if c not in header]
@@ -621,8 +632,6 @@ class UserTaskProcessor(DataProcessor):
     if split not in self.SPLITS:
       raise BertTfError(f"user task has no split {split!r} (splits: {', '.join(self.SPLITS)})")
     self.get_labels()
-    if split != "train":
-      self._check_pairs_as_train(data_dir, split)
     examples = []
     for i, (location, raw_label, fields) in enumerate(
         self._read(data_dir, split, need_label=split != "test")):
@@ -632,22 +641,18 @@ class UserTaskProcessor(DataProcessor):
           None if split == "test" else raw_label, location))
     return examples
 
-
-  def _header(self, data_dir, split):
-    path = self.split_file(data_dir, split)
-    rows = (_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL) if path.endswith(".csv")
-            else _rows(path))
-    first = next(rows, None)
-    return path, [name.strip() for name in first[1]] if first else []
-
-  def _check_pairs_as_train(self, data_dir, split):
+  def _check_pairs_as_train(self, data_dir, path, header):
     """A split of sentence pairs (a text_b column) when train has single texts, or the other
-    way round, is one line: the model would be evaluated on inputs of another form."""
+    way round, is one line: the model would be evaluated on inputs of another form. (Train's
+    header as ``_read`` found it, else its first row.)"""
     names = self.task.splits["train"].files
     if not data_dir or not any(tf.io.gfile.exists(os.path.join(data_dir, n)) for n in names):
       return
-    train, train_header = self._header(data_dir, "train")
-    path, header = self._header(data_dir, split)
+    train = self.split_file(data_dir, "train")
+    if train not in self._headers:
+      first = next(_user_rows(train), None)
+      self._headers[train] = [name.strip() for name in first[1]] if first else []
+    train_header = self._headers[train]
     if ("text_b" in train_header) != ("text_b" in header):
       raise BertTfError(f"{path} {'has' if 'text_b' in header else 'has no'} text_b column "
                         f"but {train} {'has' if 'text_b' in train_header else 'has none'}: "

@@ -45,11 +45,11 @@ def _max_ids(path, compression, count=None, lengths=None):
         expected = (lengths or {}).get(name)
         if expected is not None and (rows != expected).any():
           bad = int(np.argmax(rows != expected))
+          # (Record 0 of every file was checked by pipeline.check_pretraining_files.)
           raise BertTfError(
               f"{path}: record {start + bad} has {rows[bad]} {name}, the records before it "
               f"{expected} (data of another --max_seq_length/--max_predictions_per_seq "
-              "appended to this file?)" if start + bad else
-              f"{path}: record 0 has {rows[bad]} {name}, expected {expected}")
+              "appended to this file?)")
         if not rows.sum():
           continue
         row_max = tf.reduce_max(ragged, axis=1).numpy()   # [records in batch]

@@ -41,7 +41,7 @@ def expand_file_patterns(file_patterns, flag="--input_file"):
   for pattern in file_patterns:
     matched = tf.io.gfile.glob(pattern.strip())
     temps = []
-    if glob_chars(pattern):
+    if fileio.glob_chars(pattern):
       temps = [f for f in matched if fileio.temp_target(os.path.basename(f)) is not None]
       matched = [f for f in matched if f not in temps]
     if not matched:
@@ -50,11 +50,6 @@ def expand_file_patterns(file_patterns, flag="--input_file"):
       raise BertTfError(f"no input files match {pattern.strip()!r} ({flag}){why}")
     files.extend(sorted(matched))
   return files
-
-
-def glob_chars(pattern):
-  """Whether ``pattern`` is a glob (has ``*``, ``?`` or ``[``), not a file name."""
-  return any(c in pattern for c in "*?[")
 
 
 def _compression(files):

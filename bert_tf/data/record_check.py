@@ -307,7 +307,7 @@ def expand_patterns(patterns):
       matched = tf.io.gfile.glob(pattern)
     else:
       matched = [p for p in glob.glob(pattern) if os.path.isfile(p)]
-    if any(c in pattern for c in "*?["):
+    if fileio.glob_chars(pattern):
       matched = [p for p in matched if fileio.temp_target(os.path.basename(p)) is None]
     if not matched:
       folder = not fileio.is_remote(pattern) and os.path.isdir(pattern)

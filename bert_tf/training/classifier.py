@@ -37,8 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import casing, classifier_labels, fileio, metrics, paths, progress, run_lock
-from bert_tf import tokenization
+from bert_tf import classifier_labels, fileio, metrics, paths, progress, run_lock, tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -415,11 +414,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       max_seq_length, glue_task.is_regression,
       multi_labels=glue_task.num_labels if glue_task.multi_label else 0)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
-  preflight.check_special_tokens(tokenizer.vocab, vocab_file)
-  casing_warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
-  if casing_warning:
-    progress(casing_warning)
+  preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
+                            init_checkpoint, progress)
 
   def read(split, phase):
     if use_tfds:

@@ -45,6 +45,20 @@ def check_special_tokens(vocab, vocab_file, tokens=FEATURE_TOKENS):
                       f"needs {', '.join(tokens)})")
 
 
+def check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case, init_checkpoint,
+                    progress, config_file=None):
+  """The fine-tuning scripts' vocab checks: its size against the config's (``config_file``
+  named when given), BERT's special tokens, and ``--do_lower_case`` against the model
+  (``casing.check_flag``: an error, or a warning line given to ``progress``)."""
+  from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
+  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size,
+                                config_file)
+  check_special_tokens(tokenizer.vocab, vocab_file)
+  warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
+  if warning:
+    progress(warning)
+
+
 def require_weights(phase, has_checkpoint, init_checkpoint, output_dir):
   """Refuses an eval / predict run without training whose model would keep random weights:
   no training checkpoint in ``output_dir`` and no ``init_checkpoint``.

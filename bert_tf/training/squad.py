@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import casing, fileio, progress, run_lock, tokenization
+from bert_tf import fileio, progress, run_lock, tokenization
 from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
@@ -383,11 +383,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
           do_train, do_predict, do_eval, export_google_checkpoint, eval_during_training)),
                "--export_dir": export_dir and path_checks.Folder(export_dir)})
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
-  preflight.check_special_tokens(tokenizer.vocab, vocab_file)
-  casing_warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
-  if casing_warning:
-    progress(casing_warning)
+  preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
+                            init_checkpoint, progress)
   # Read now, so that a predict_file without questions is found before training.
   predict_examples = None
   if do_predict or eval_during_training:

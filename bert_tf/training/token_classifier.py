@@ -31,7 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import casing, classifier_labels, conlleval, fileio, paths, run_lock, tokenization
+from bert_tf import classifier_labels, conlleval, fileio, paths, run_lock, tokenization
 from bert_tf.data import conll, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints
@@ -257,11 +257,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
         best_metric, default_best_metric(label_list), eval_result_keys(label_list),
         "token classification")
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size)
-  preflight.check_special_tokens(tokenizer.vocab, vocab_file)
-  casing_warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
-  if casing_warning:
-    progress(casing_warning)
+  preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
+                            init_checkpoint, progress)
   # Every tag is checked against the tag list now, before any training.
   converted = {}
   for kind, sentences in (("train", train_sentences), ("eval", eval_sentences),
