@@ -546,7 +546,14 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         write_labels(folder)
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate_dev, output_dir, best_metric,
-          patience=early_stopping_patience, write_files=write_best_files, progress=progress)
+          patience=early_stopping_patience, write_files=write_best_files, progress=progress,
+          eval_data=eval_during.data_fingerprint(
+              "classifier", max_seq_length, [str(x) for x in label_list],
+              glue_task.is_regression, glue_task.multi_label,
+              {split: [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
+               for split, examples in eval_examples.items()}))
+    else:
+      eval_during.note_kept_best(best_dir, progress)
     with record_check.naming_damaged_records([train_file], record_check.CACHE_ADVICE):
       results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
                                        summary_writer=(loop.summary_writer(output_dir)

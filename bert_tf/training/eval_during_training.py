@@ -29,8 +29,16 @@ from (a newer checkpoint did not load) are dropped: training makes those steps a
 (no checkpoint to resume) starts a new history; its first evaluation replaces a previous
 ``best/``. Evaluation changes nothing in training: no dropout is drawn, the training input is
 untouched, so the trained weights are those of a run without it.
+
+The evaluations know what they scored: ``eval_data``, a fingerprint of the dev data and of
+what cuts it (``data_fingerprint``), goes into every history entry and ``best.json``. A
+resumed run whose dev data differs (README lets the input paths change on resume) compares
+nothing with the other data's scores: those entries stay in the file, marked, but count for
+neither the best, nor early stopping, nor ``--do_eval``'s "already evaluated"; a ``best/``
+chosen on the other data is replaced by the next evaluation (each said in a line).
 """
 
+import hashlib
 import json
 import math
 import os
@@ -86,6 +94,28 @@ def read_history(output_dir, progress=None):
   return sorted(entries, key=lambda e: e["global_step"])
 
 
+def data_fingerprint(*parts):
+  """A short hash of what an evaluation scores: the dev examples (and labels) and the settings
+  that cut them into features (JSON-able ``parts``). Two evaluations compare only when theirs
+  agree."""
+  h = hashlib.sha256()
+  for part in parts:
+    h.update(json.dumps(part, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
+    h.update(b"\n")
+  return h.hexdigest()[:16]
+
+
+def file_fingerprint(path, head_bytes=1 << 20):
+  """(base name, size, hash of the first ``head_bytes``: None all, 0 none) of a data file:
+  cheap for large TFRecords, and files made anew (another seed, another corpus) differ in their
+  first records even when their size agrees."""
+  h = hashlib.sha256()
+  if head_bytes != 0:
+    with fileio.open_file(path, "rb") as f:
+      h.update(f.read() if head_bytes is None else f.read(head_bytes))
+  return [os.path.basename(path), fileio.file_size(path), h.hexdigest()[:16]]
+
+
 def best_step(best_dir):
   """The step of the checkpoint ``best/checkpoint`` names, or None."""
   latest = tf.train.latest_checkpoint(best_dir) if tf.io.gfile.isdir(best_dir) else None
@@ -104,10 +134,12 @@ class EvalDuringTraining:
     patience: stop after this many evaluations without a better one (0: never stop early).
     write_files: ``folder -> None``, writes what makes ``best/`` load alone (chief only).
     progress: a function taking a line of text.
+    eval_data: the fingerprint of what ``evaluate`` scores (``data_fingerprint``); None:
+      unknown (every entry compares).
   """
 
   def __init__(self, strategy, model, evaluate, output_dir, metric, *, patience=0,
-               write_files=None, progress=None):
+               write_files=None, progress=None, eval_data=None):
     self.strategy = strategy
     self.model = model
     self.evaluate = evaluate
@@ -116,6 +148,7 @@ class EvalDuringTraining:
     self.patience = patience
     self.write_files = write_files
     self.progress = progress or (lambda line: None)
+    self.eval_data = eval_data
     self.chief = distribution.is_chief(strategy)
     self.summary_writer = loop.summary_writer(output_dir, "eval") if self.chief else None
     self.best_dir = os.path.join(output_dir, BEST_DIR)
@@ -137,11 +170,20 @@ class EvalDuringTraining:
     # did not load): training makes those steps again.
     self.history = [e for e in read_history(self.output_dir, self.progress)
                     if e["global_step"] <= step]
+    other = [e["global_step"] for e in self.history if not self._same_data(e)]
+    if other:
+      self.progress(f"note: {HISTORY_FILE}'s evaluations of step(s) "
+                    f"{', '.join(str(s) for s in other)} scored other dev data than this "
+                    "run's: kept in the file, compared with nothing of this run's")
     saved = best_step(self.best_dir)
     if saved is not None:
       entry = self._entry(saved)
       value = entry.get(self.metric) if entry else None
-      if value is None:
+      if not self._same_data(self._kept_info()):
+        self.progress(f"note: {self.best_dir} holds step {saved}, chosen on other dev data "
+                      "than this run's: the next evaluation replaces it")
+        value = None
+      elif value is None:
         self.progress(f"note: {self.best_dir} holds step {saved}, which {HISTORY_FILE} does not"
                       " score: the next evaluation replaces it")
       elif self.chief and self._kept_info().get("global_step") != saved:
@@ -160,8 +202,12 @@ class EvalDuringTraining:
     if self.metric not in results:
       raise BertTfError(f"--best_metric {self.metric}: not among the eval results "
                         f"({', '.join(sorted(results))})")
-    self.history = [e for e in self.history if e["global_step"] < step]
-    self.history.append(dict(results, global_step=step))
+    self.history = [e for e in self.history
+                    if e["global_step"] < step or not self._same_data(e)]
+    entry = dict(results, global_step=step)
+    if self.eval_data is not None:
+      entry["eval_data"] = self.eval_data
+    self.history.append(entry)
     if self.chief:
       self._write_history()
       if self.summary_writer is not None:
@@ -185,7 +231,9 @@ class EvalDuringTraining:
     memory, never the file: a multi-worker run's other workers must not race the chief's
     write (a worker that read too early would evaluate alone, in collectives nobody joins)."""
     entry = self._entry(step)
-    return dict(entry) if entry else None
+    if not entry:
+      return None
+    return {k: v for k, v in entry.items() if k != "eval_data"}
 
   def close(self):
     """Removes a non-chief worker's temporary copy of the best checkpoint (``Trainer.train``
@@ -199,8 +247,16 @@ class EvalDuringTraining:
     """Whether best/ holds a checkpoint with a number (not nan) to beat."""
     return bool(self.best and self.best[1] is not None and not math.isnan(self.best[1]))
 
+  def _same_data(self, entry):
+    """Whether a history entry (or best.json) scored this run's dev data (one without a
+    fingerprint, written before they were kept, is taken to)."""
+    theirs = entry.get("eval_data")
+    return theirs is None or self.eval_data is None or theirs == self.eval_data
+
   def _entry(self, step):
-    return next((e for e in self.history if e["global_step"] == step), None)
+    """This run's dev data's evaluation of ``step``, or None."""
+    return next((e for e in self.history
+                 if e["global_step"] == step and self._same_data(e)), None)
 
   def _stop(self):
     """Whether ``patience`` evaluations since the best (or since the start, with none) were
@@ -208,7 +264,7 @@ class EvalDuringTraining:
     if not self.patience:
       return False
     since = self.best[0] if self._scored() else -1
-    waited = sum(1 for e in self.history if e["global_step"] > since)
+    waited = sum(1 for e in self.history if e["global_step"] > since and self._same_data(e))
     if waited < self.patience:
       return False
     best = (f"the best, {self.best[1]:.6g}, is step {self.best[0]}'s"
@@ -261,8 +317,11 @@ class EvalDuringTraining:
   def _write_best_info(self, step, value):
     """``best.json`` and the files that make ``best/`` load alone."""
     with fileio.atomic_write(os.path.join(self.best_dir, BEST_FILE)) as f:
-      f.write(json.dumps({"global_step": step, "metric": self.metric, "value": value,
-                          "checkpoint": f"ckpt-{step}"}, indent=1) + "\n")
+      info = {"global_step": step, "metric": self.metric, "value": value,
+              "checkpoint": f"ckpt-{step}"}
+      if self.eval_data is not None:
+        info["eval_data"] = self.eval_data
+      f.write(json.dumps(info, indent=1) + "\n")
     if self.write_files:
       self.write_files(self.best_dir)
 
@@ -294,6 +353,17 @@ def resolve_best_metric(best_metric, default, keys, what):
   if best_metric not in keys:
     raise BertTfError(f"--best_metric {best_metric}: {what} has {', '.join(keys)}")
   return best_metric
+
+
+def note_kept_best(best_dir, progress):
+  """A training run without --eval_during_training over a folder with a ``best/``: a line
+  saying that it stays an earlier run's choice, older than what this run trains (it changed
+  without a word, and --use_best_checkpoint later used it)."""
+  step = best_step(best_dir)
+  if step is not None and progress:
+    progress(f"note: {best_dir} holds step {step}, chosen by an earlier run's "
+             "--eval_during_training; this run does not evaluate, so it stays as it is "
+             "(--use_best_checkpoint uses it)")
 
 
 def require_best(best_dir):

@@ -288,7 +288,16 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           strategy, model, evaluate, output_dir, best_metric,
           patience=early_stopping_patience,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
-          progress=progress)
+          progress=progress,
+          eval_data=eval_during.data_fingerprint(
+              # Eval reads its files in order: the first one's records are those scored
+              # (hashing the head of every shard of a large glob would read gigabytes).
+              "pretraining", [eval_during.file_fingerprint(f, head_bytes=0 if i else 1 << 20)
+                              for i, f in enumerate(eval_files)],
+              max_seq_length, max_predictions_per_seq, max_eval_steps, eval_batch_size,
+              use_next_sentence, dynamic_masking, seed if dynamic_masking else None))
+    else:
+      eval_during.note_kept_best(best_dir, progress)
     with input_checks.naming_bad_records(train_files, bert_config, max_seq_length,
                                          max_predictions_per_seq):
       results["train"] = trainer.train(dataset_fn(input_file, train_batch_size, True),

@@ -492,7 +492,13 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
           strategy, model, evaluate_dev, output_dir, best_metric,
           patience=early_stopping_patience,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
-          progress=progress)
+          progress=progress,
+          eval_data=eval_during.data_fingerprint(
+              "squad", eval_during.file_fingerprint(predict_file, head_bytes=None),
+              max_seq_length, doc_stride, max_query_length, n_best_size, max_answer_length,
+              version_2_with_negative, null_score_diff_threshold))
+    else:
+      eval_during.note_kept_best(best_dir, progress)
     with warnings.catch_warnings():
       # The span head does not use the pooler (nor did the original's): no gradient there.
       warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")

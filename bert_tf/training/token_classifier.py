@@ -348,7 +348,12 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
         write_labels(folder, label_list, do_lower_case, max_seq_length)
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate_dev, output_dir, best_metric,
-          patience=early_stopping_patience, write_files=write_best_files, progress=progress)
+          patience=early_stopping_patience, write_files=write_best_files, progress=progress,
+          eval_data=eval_during.data_fingerprint(
+              "token_classifier", max_seq_length, list(label_list),
+              [[s.words, s.tags] for s in eval_sentences]))
+    else:
+      eval_during.note_kept_best(best_dir, progress)
     with warnings.catch_warnings(), record_check.naming_damaged_records(
         [train_file], record_check.CACHE_ADVICE):
       # The token head does not use the pooler: no gradient there (as run_squad's).

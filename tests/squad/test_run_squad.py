@@ -272,7 +272,8 @@ def test_v1_evaluation_during_training(v1_run, uncased_vocab):
   assert (out / "predictions.json").read_bytes() == (tmp / "out" / "predictions.json").read_bytes()
   history = eval_during_training.read_history(str(out))
   assert [e["global_step"] for e in history] == [2, 4, 5]
-  assert dict(history[-1], global_step=None) == dict(during["eval"], global_step=None)
+  assert dict(history[-1], global_step=None) == dict(during["eval"], global_step=None,
+                                                     eval_data=history[0]["eval_data"])
   best = max(history, key=lambda e: e["f1"])  # the first of equals, as "strictly better"
   assert eval_during_training.best_step(str(out / "best")) == best["global_step"]
   assert not list(out.glob("**/bert_tf-squad-eval-*"))

@@ -197,6 +197,74 @@ def test_repeated_evaluations_trace_their_step_once(tmp_path):
   assert sums[0] == sums[1] == sums[2] and sums[0]["eval_loss"] == runs[0][0]["eval_loss"]
 
 
+def test_a_resume_on_other_dev_data_compares_nothing_with_the_old_scores(tmp_path):
+  """Steps 10, 20 scored 0.5, 0.9 on dev data A (best: 20). Resumed at step 20 on dev data B:
+  step 20 is evaluated again (0.3 on B), and it, not A's 0.9, is the best to beat: B's step 30
+  at 0.4 becomes the best (compared with A's 0.9 it would not); patience counts B's
+  evaluations only; A's entries stay in the file, marked; --do_eval's "already evaluated"
+  answers with B's. A history written before fingerprints (no ``eval_data``) compares."""
+  task = classifier.ClassifierTask(_config(), num_labels=2)
+  model = task.build_model()
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  values = iter([0.5, 0.9, 0.3, 0.4, 0.35])
+  lines = []
+
+  def hook(data):
+    return eval_during.EvalDuringTraining(
+        tf.distribute.get_strategy(), model, lambda: {"eval_f1": next(values)},
+        str(tmp_path), "eval_f1", patience=2, progress=lines.append, eval_data=data)
+
+  first = hook("A")
+  first.begin(0, resumed=False)
+  first.saved(10)
+  first.saved(20)
+  assert json.loads((tmp_path / "best" / "best.json").read_text())["eval_data"] == "A"
+  second = hook("B")
+  assert second.begin(20, resumed=True) is False
+  assert "note: eval_history.jsonl's evaluations of step(s) 10, 20 scored other dev data " \
+         "than this run's: kept in the file, compared with nothing of this run's" in lines
+  assert any("holds step 20, chosen on other dev data than this run's: the next evaluation "
+             "replaces it" in line for line in lines)
+  assert second.best == (20, 0.3)                     # step 20 scored again, on B
+  assert second.saved(30) is False and second.best == (30, 0.4)
+  assert second.saved(40) is False                    # one of B's without a better: 1 < 2
+  assert second.evaluated(20) == {"eval_f1": 0.3, "global_step": 20}
+  assert [(e["global_step"], e["eval_data"], e["eval_f1"]) for e in _history(tmp_path)] == [
+      (10, "A", 0.5), (20, "A", 0.9), (20, "B", 0.3), (30, "B", 0.4), (40, "B", 0.35)]
+  assert json.loads((tmp_path / "best" / "best.json").read_text()) == {
+      "global_step": 30, "metric": "eval_f1", "value": 0.4, "checkpoint": "ckpt-30",
+      "eval_data": "B"}
+  # Entries without a fingerprint (an older bert_tf's) compare with any data.
+  old = tmp_path / "old"
+  old.mkdir()
+  (old / "eval_history.jsonl").write_text(json.dumps({"global_step": 5, "eval_f1": 0.8}) + "\n")
+  unmarked = eval_during.EvalDuringTraining(
+      tf.distribute.get_strategy(), model, dict, str(old), "eval_f1", eval_data="C")
+  assert unmarked.begin(5, resumed=True) is False     # step 5 already evaluated
+  assert unmarked.evaluated(5) == {"global_step": 5, "eval_f1": 0.8}
+
+
+def test_data_fingerprints_tell_dev_data_apart(tmp_path):
+  """The fingerprint changes with any part (examples, a length) and a file's size or first
+  bytes; it stays for equal parts and for a file copied elsewhere (name, size, bytes)."""
+  fp = eval_during.data_fingerprint
+  assert fp("c", 128, [["a", "x", None, "1"]]) == fp("c", 128, [["a", "x", None, "1"]])
+  assert fp("c", 128, [["a", "x", None, "1"]]) != fp("c", 128, [["a", "x", None, "0"]])
+  assert fp("c", 128, [["a", "x", None, "1"]]) != fp("c", 64, [["a", "x", None, "1"]])
+  (tmp_path / "a").mkdir()
+  (tmp_path / "b").mkdir()
+  for folder, data in (("a", b"\x01" * 100), ("b", b"\x01" * 100)):
+    (tmp_path / folder / "dev.tf_record").write_bytes(data)
+  ff = eval_during.file_fingerprint
+  a, b = str(tmp_path / "a" / "dev.tf_record"), str(tmp_path / "b" / "dev.tf_record")
+  assert ff(a) == ff(b)
+  (tmp_path / "b" / "dev.tf_record").write_bytes(b"\x02" + b"\x01" * 99)  # same size
+  assert ff(a) != ff(b)
+  assert ff(a, head_bytes=0) == ff(b, head_bytes=0)     # name and size only
+  assert ff(a, head_bytes=None) != ff(b, head_bytes=None)
+
+
 def test_another_best_metric_over_a_kept_best_is_a_one_line_error(tmp_path):
   best = tmp_path / "best"
   best.mkdir()
@@ -240,7 +308,7 @@ def test_each_evaluation_equals_an_eval_only_run_of_its_checkpoint(runs):
         tf.distribute.get_strategy(), data_dir=str(MRPC), max_seq_length=16, do_eval=True,
         eval_batch_size=2, init_checkpoint=str(runs["with"] / f"ckpt-{step}"))["eval"]
     assert {k: v for k, v in results.items() if k != "global_step"} == {
-        k: v for k, v in entry.items() if k != "global_step"}, step
+        k: v for k, v in entry.items() if k not in ("global_step", "eval_data")}, step
   # The losses moved: the best by eval_loss is a real choice, not the first.
   losses = [e["eval_loss"] for e in history]
   assert len(set(losses)) == len(losses)
@@ -252,7 +320,7 @@ def test_best_holds_the_best_steps_weights_and_loads_alone(runs):
   step = best["global_step"]
   info = json.loads((runs["with"] / "best" / "best.json").read_text())
   assert info == {"global_step": step, "metric": "eval_loss", "value": best["eval_loss"],
-                  "checkpoint": f"ckpt-{step}"}
+                  "checkpoint": f"ckpt-{step}", "eval_data": best["eval_data"]}
   kept = _weights(runs["with"] / "best" / f"ckpt-{step}")
   made = _weights(runs["with"] / f"ckpt-{step}")
   assert sorted(kept) == sorted(made)
@@ -275,7 +343,7 @@ def test_use_best_checkpoint_evaluates_and_exports_the_best(runs, tmp_path):
       _config(), "MRPC", str(runs["vocab"]), str(runs["with"]),
       tf.distribute.get_strategy(), data_dir=str(MRPC), max_seq_length=16, do_eval=True,
       eval_batch_size=2, use_best_checkpoint=True, export_dir=str(tmp_path / "export"))
-  assert results["eval"] == best
+  assert results["eval"] == {k: v for k, v in best.items() if k != "eval_data"}
   text = (runs["with"] / "eval_results.txt").read_text()
   assert f"global_step = {best['global_step']}\n" in text
 
@@ -298,6 +366,44 @@ def test_early_stopping_stops_where_patience_says_and_stays_stopped(tmp_path, un
   assert again["train"]["global_step"] == 6 and again["train"]["stopped_early"]
   assert not any(line.startswith("step ") for line in lines)
   assert [e["global_step"] for e in _history(out)] == [2, 4, 6]
+
+
+def test_a_resume_on_another_dev_set_chooses_its_best_on_that_set(tmp_path, uncased_vocab):
+  """Trained to step 6 on the fixture's dev set, resumed to 12 with --data_dir at a copy whose
+  dev set lost two rows: steps 6..12 are scored on the new dev set (step 6 again), best/ is the
+  lowest eval_loss among those (the old set's losses are not comparable), and eval_results.txt
+  is the new set's evaluation of step 12, equal to an eval-only run of its checkpoint."""
+  out = tmp_path / "out"
+  _run(out, uncased_vocab, num_train_epochs=2, eval_during_training=True,
+       best_metric="eval_loss", do_eval=False)
+  other = tmp_path / "MRPC"
+  other.mkdir()
+  for name in ("train.tsv", "test.tsv"):
+    (other / name).write_bytes((MRPC / name).read_bytes())
+  (other / "dev.tsv").write_text("".join((MRPC / "dev.tsv").read_text().splitlines(True)[:-2]))
+  _, lines = _run(out, uncased_vocab, data_dir=str(other), eval_during_training=True,
+                  best_metric="eval_loss")
+  assert any("evaluations of step(s) 2, 4, 6 scored other dev data" in line for line in lines)
+  history = _history(out)
+  new = [e for e in history if e["eval_data"] != history[0]["eval_data"]]
+  assert [e["global_step"] for e in history if e not in new] == [2, 4, 6]
+  assert [e["global_step"] for e in new] == [6, 8, 10, 12]
+  best = min(new, key=lambda e: e["eval_loss"])
+  assert json.loads((out / "best" / "best.json").read_text())["global_step"] == \
+      best["global_step"]
+  alone = classifier.run_classifier(
+      _config(), "MRPC", str(uncased_vocab), str(tmp_path / "eval12"),
+      tf.distribute.get_strategy(), data_dir=str(other), max_seq_length=16, do_eval=True,
+      eval_batch_size=2, init_checkpoint=str(out / "ckpt-12"))["eval"]
+  text = (out / "eval_results.txt").read_text()
+  assert f"eval_loss = {alone['eval_loss']}\n" in text
+  assert new[-1]["eval_loss"] == alone["eval_loss"]
+  # Trained on without evaluating: best/ stays, and the run says so.
+  kept = (out / "best" / "best.json").read_text()
+  _, lines = _run(out, uncased_vocab, data_dir=str(other), num_train_epochs=5, do_eval=False)
+  assert (out / "best" / "best.json").read_text() == kept
+  assert any(f"best holds step {best['global_step']}, chosen by an earlier run's "
+             "--eval_during_training; this run does not evaluate" in line for line in lines)
 
 
 @pytest.mark.parametrize("kwargs,needle", [
@@ -348,7 +454,7 @@ def test_pretraining_evaluates_during_training_without_changing_it(tmp_path, wor
             (tmp_path / "without" / name).read_bytes()), name
   history = _history(tmp_path / "with")
   assert [e["global_step"] for e in history] == [2, 4, 6, 8]
-  assert sorted(history[-1]) == sorted(with_eval["eval"])
+  assert sorted(history[-1]) == sorted(list(with_eval["eval"]) + ["eval_data"])
   best = min(history, key=lambda e: e["masked_lm_loss"])
   info = json.loads((tmp_path / "with" / "best" / "best.json").read_text())
   assert (info["global_step"], info["metric"]) == (best["global_step"], "masked_lm_loss")
@@ -359,8 +465,9 @@ def test_pretraining_evaluates_during_training_without_changing_it(tmp_path, wor
     np.testing.assert_array_equal(kept[name], value, err_msg=name)
   # The best, evaluated again without training: its history entry.
   again, _ = run(tmp_path / "with", do_train=False, use_best_checkpoint=True)
-  assert again["eval"] == dict(best)
+  assert dict(again["eval"], eval_data=best["eval_data"]) == dict(best)
   with pytest.raises(BertTfError, match="--best_metric eval_accuracy: pretraining has loss, "
                                         "masked_lm_accuracy, masked_lm_loss, "
                                         "next_sentence_accuracy, next_sentence_loss"):
     run(tmp_path / "bad", eval_during_training=True, best_metric="eval_accuracy")
+
