@@ -5,7 +5,9 @@ Shape legend: B = per-replica batch, L = max_seq_length, P = max_predictions_per
 ``pretraining_dataset`` yields dicts of int32 (``masked_lm_weights`` float32) tensors with
 static shapes ``[B, L]`` / ``[B, P]`` / ``[B, 1]``, batches always whole
 (``drop_remainder``), as TPUs need. Training reads files interleaved and shuffled, repeats
-forever; eval reads each record once, in order. Several input pipelines (multi-worker,
+forever; eval reads the records in order, once, or (``repeat``) over and over as the original's
+eval input did: ``max_eval_steps`` batches exactly, an eval set smaller than that wrapping
+around (its first records count again). Several input pipelines (multi-worker,
 ``tf.distribute.InputContext``) shard by record after the seeded ordering (``shard_records``),
 so N workers train on the same global batches as one process.
 
@@ -208,13 +210,17 @@ def shard_records(dataset, input_context, num_files=None):
 
 def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training, input_context=None, seed=None, dynamic_masking=None,
-                        use_next_sentence=True, cycle_length=None, deterministic=None):
+                        use_next_sentence=True, cycle_length=None, deterministic=None,
+                        repeat=None):
   """Batches of pretraining features from TFRecords (plain or ``.gz``).
 
   Args:
     file_patterns: comma-separated string or list of files/globs.
     batch_size: per-replica batch size (use ``input_context.get_per_replica_batch_size``).
-    is_training: shuffle, interleave files and repeat; else read once, in order.
+    is_training: shuffle, interleave files and repeat; else read in order.
+    repeat: eval: read the files in order over and over (the original's eval input, which
+      repeated so that ``max_eval_steps`` batches always come; the reader must stop); default:
+      ``is_training``. Training always repeats.
     input_context: ``tf.distribute.InputContext``; records are sharded across input pipelines
       after the global (seeded) ordering (``shard_records``).
     seed: makes shuffling (and dynamic masking) deterministic; None = nondeterministic.
@@ -240,6 +246,8 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     dataset = dataset.shuffle(_SHUFFLE_RECORDS, seed=seed)
   else:
     dataset = tf.data.TFRecordDataset(files, compression_type=compression)
+    if repeat:
+      dataset = dataset.repeat()
 
   if dynamic_masking:
     # One stateless seed pair per example: reproducible with ``seed``, fresh on every read.

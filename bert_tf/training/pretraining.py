@@ -253,7 +253,10 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           files, ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size,
           max_seq_length, max_predictions_per_seq, is_training=is_training,
           input_context=ctx, seed=seed, dynamic_masking=dynamic_masking,
-          use_next_sentence=use_next_sentence)
+          use_next_sentence=use_next_sentence,
+          # Eval: max_eval_steps batches exactly, as the original's repeated eval input (an
+          # eval set smaller than that wraps around; without a limit, read once).
+          repeat=is_training or max_eval_steps is not None)
     return fn
 
   eval_cache = {}  # loop.evaluate's step, traced once a run

@@ -122,6 +122,19 @@ def test_gzip_and_plain_files_in_one_input_are_one_line(records, tmp_path):
   assert len(batches) == 1  # alone, it reads
 
 
+def test_eval_with_repeat_wraps_around_as_the_originals_eval_input(records):
+  """The original's eval input_fn is ``TFRecordDataset(files).repeat()`` then whole batches:
+  12 records in batches of 5 give records 0-4, 5-9, 10, 11, 0, 1, 2 (across the wrap), ..."""
+  examples, files = records
+  ds = pipeline.pretraining_dataset(files, 5, SEQ, PRED, is_training=False, repeat=True)
+  batches = [b for _, b in zip(range(5), ds)]
+  order = [i % 12 for i in range(25)]
+  for name, values in examples.items():
+    got = np.concatenate([b[name].numpy() for b in batches])
+    want = np.asarray(values)[order]
+    np.testing.assert_array_equal(got, want.reshape(got.shape), err_msg=name)
+
+
 def test_drop_next_sentence(records):
   _, files = records
   ds = pipeline.pretraining_dataset(files, 4, SEQ, PRED, is_training=False,

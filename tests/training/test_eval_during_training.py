@@ -471,3 +471,32 @@ def test_pretraining_evaluates_during_training_without_changing_it(tmp_path, wor
                                         "next_sentence_accuracy, next_sentence_loss"):
     run(tmp_path / "bad", eval_during_training=True, best_metric="eval_accuracy")
 
+
+def test_pretraining_eval_reads_max_eval_steps_batches_wrapping_as_the_original(tmp_path,
+                                                                               workdir):  # noqa: F811
+  """The original's eval input repeats: --max_eval_steps batches exactly, an eval set smaller
+  than that wrapping around. Evaluated so over the fixture's records, the results equal those
+  of the same number of batches read once from the records written out twice in a row."""
+  import shutil  # pylint: disable=import-outside-toplevel
+  config = BertConfig.from_json_file(str(workdir / "bert_config.json"))
+  files = sorted(str(p) for p in workdir.glob("data-*.tfrecord"))
+  records = sum(1 for f in files for _ in tf.data.TFRecordDataset(f))
+  steps = records // 8 + 3                            # past the end: wraps around
+  twice = []
+  for copy in range(2):
+    for i, f in enumerate(files):
+      twice.append(str(tmp_path / f"twice-{copy}-{i}.tfrecord"))
+      shutil.copyfile(f, twice[-1])
+  assert records < steps * 8 <= 2 * records          # wraps once; the copies suffice
+
+  def run(**kwargs):
+    return pretraining.run_pretraining(
+        config, ",".join(files), str(tmp_path / "out"), tf.distribute.get_strategy(),
+        max_seq_length=SEQ, max_predictions_per_seq=PRED, eval_batch_size=8,
+        max_eval_steps=steps, seed=1, **kwargs)["eval"]
+
+  wrapped = run(do_train=True, do_eval=True, train_batch_size=8, num_train_steps=2,
+                num_warmup_steps=1, steps_per_loop=1)
+  read_once = run(do_train=False, do_eval=True, eval_input_file=",".join(twice))
+  assert wrapped == read_once
+
