@@ -137,6 +137,8 @@ def define_loop_flags(flag_values=FLAGS):
       "attention recomputed in the backward pass instead of its [B,N,S,S] tensors kept "
       "(training with attention dropout under XLA: less memory, more time; opt-in); "
       "cudnn: the fused kernel or a one-line error; "
+      "cudnn_btnh: as cudnn, on the hidden stream's [B,S,N,D] layout (no layout copies "
+      "around the kernel; q, k, v from three products); "
       "cudnn_dropout: the fused kernel with cuDNN's dropout (experimental). README: "
       "'Fused attention on a GPU'.", flag_values=fv)
   flags.DEFINE_enum(
