@@ -110,6 +110,14 @@ def main(argv):
                               FLAGS.vocab_file)
   for path in output_checks.remove_leftovers(output_files):
     logging.info("removed %s, left by an interrupted run", path)
+  earlier, glob = output_checks.earlier_shards(output_files)
+  warning = None
+  if earlier:
+    shown = ", ".join(earlier[:3]) + (f", ... ({len(earlier)} files)" if len(earlier) > 3 else "")
+    warning = (f"{shown}: numbered as --output_file's files but not written by this run (an "
+               f"earlier run's?); a glob such as {glob!r} reads them with this run's records: "
+               "remove them, or write to a folder of their own")
+    logging.warning("%s", warning)
 
   options = pretraining.InstanceOptions(
       max_seq_length=FLAGS.max_seq_length,
@@ -140,6 +148,8 @@ def main(argv):
     raise
   for line in summary.lines_of_text():
     logging.info("%s", line)
+  if warning:  # again at the end, where a long run's log is read
+    logging.warning("%s", warning)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,38 @@ def remove_leftovers(output_files):
   return sorted(removed)
 
 
+_LAST_NUMBER = re.compile(r"\d+(?=\D*$)")
+
+
+def earlier_shards(output_files):
+  """Files beside ``output_files`` named as one of them but for its last number
+  (``train-7.tfrecord`` beside ``train-0.tfrecord``) that this run does not write: an earlier
+  run's shards, which a glob of the outputs (``train-*.tfrecord``, run_pretraining's
+  ``--input_file``) reads with this run's records. Local folders only.
+
+  Returns:
+    (paths, the glob that takes them and the outputs): paths sorted, [] if none.
+  """
+  outputs = {_real(p) for p in output_files if not fileio.is_remote(p)}
+  found, globs = set(), []
+  for path in output_files:
+    if fileio.is_remote(path):
+      continue
+    folder, name = os.path.split(path)
+    number = _LAST_NUMBER.search(name)
+    if not number:
+      continue
+    head, tail = name[:number.start()], name[number.end():]
+    numbered = re.compile(re.escape(head) + r"\d+" + re.escape(tail))
+    for other in _names(folder or "."):
+      full = os.path.join(folder, other)
+      if (numbered.fullmatch(other) and _real(full) not in outputs
+          and os.path.isfile(full)):
+        found.add(full)
+        globs.append(os.path.join(folder, f"{head}*{tail}"))
+  return sorted(found), (globs[0] if globs else None)
+
+
 def _names(folder):
   try:
     return os.listdir(folder)

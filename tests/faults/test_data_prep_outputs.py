@@ -89,6 +89,29 @@ def test_an_output_equal_to_an_input_or_the_vocab_is_an_error(tmp_path, vocab):
   assert _tree(tmp_path) == ["corpus.txt"]
 
 
+def test_an_earlier_runs_numbered_shards_beside_the_outputs_are_named(tmp_path, vocab):
+  """An earlier run wrote shards 0-4, this one writes 0-1: shards 2-4 stay (they are the
+  user's), but a glob of the outputs would read them with the new records: the run says so,
+  naming them and the glob, at the start and the end. Other names are not taken for shards."""
+  for i in range(5):
+    (tmp_path / f"train-{i}.tfrecord").write_bytes(b"old")
+  for name in ("train-x.tfrecord", "train-2.tfrecord.gz", "notes-3.txt"):
+    (tmp_path / name).write_bytes(b"mine")
+  outputs = [str(tmp_path / "train-0.tfrecord"), str(tmp_path / "train-1.tfrecord")]
+  result = _run(tmp_path, vocab, outputs)
+  assert result.returncode == 0, result.stderr[-2000:]
+  stale = [str(tmp_path / f"train-{i}.tfrecord") for i in (2, 3, 4)]
+  glob = str(tmp_path / "train-*.tfrecord")
+  warning = (f"{', '.join(stale)}: numbered as --output_file's files but not written by this "
+             f"run (an earlier run's?); a glob such as {glob!r} reads them with this run's "
+             "records: remove them, or write to a folder of their own")
+  assert [line.split("] ", 1)[1] for line in result.stderr.splitlines()
+          if line.endswith("folder of their own")] == [warning, warning]
+  assert all((tmp_path / f"train-{i}.tfrecord").read_bytes() == b"old" for i in (2, 3, 4))
+  again = _run(tmp_path / "alone", vocab, [str(tmp_path / "alone" / "train-0.tfrecord")])
+  assert again.returncode == 0 and "folder of their own" not in again.stderr
+
+
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_an_output_that_is_a_directory_fails_before_anything_is_written(tmp_path, vocab, workers):
   os.makedirs(tmp_path / "d")
