@@ -86,11 +86,21 @@ def learn_vocab(word_counts, vocab_size, num_unused_tokens=0, min_pair_count=2):
       alphabet[piece] += count
   # Most frequent first, ties in code point order; drop what does not fit.
   alphabet = sorted(alphabet, key=lambda p: (-alphabet[p], p))
-  alphabet = [p for p in alphabet if p not in reserved][:vocab_size - len(reserved)]
+  whole = [p for p in alphabet if p not in reserved]
+  alphabet = whole[:vocab_size - len(reserved)]
   vocab = reserved + alphabet
   known = set(alphabet)
   # Words with a character left out of the alphabet are [UNK] anyway: do not learn from them.
   kept = [i for i, pieces in enumerate(words) if all(p in known for p in pieces)]
+  if len(alphabet) < len(whole):
+    total = sum(counts)
+    unknown = total - sum(counts[i] for i in kept)
+    logging.warning(
+        "%s", f"vocab_size={vocab_size} holds {len(alphabet)} of the corpus's {len(whole)} "
+              f"characters (## continuations counted apart; {len(reserved)} tokens "
+              f"reserved): {unknown} of its {total} words ({100 * unknown / total:.1f}%) "
+              f"hold a character left out and tokenize to [UNK]; vocab_size="
+              f"{len(reserved) + len(whole)} or more keeps every character")
   words = [words[i] for i in kept]
   counts = [counts[i] for i in kept]
 

@@ -56,6 +56,24 @@ def test_small_vocab_keeps_frequent_characters(lines):
   assert "##e" in learned  # The commonest continuation letter in English.
 
 
+def test_a_vocab_too_small_for_the_alphabet_says_what_turns_to_unk(caplog):
+  """Hand-counted: "ab" x3, "ac" x2, "d" x1 have the pieces a (5), ##b (3), ##c (2), d (1);
+  vocab_size 7 keeps the 5 reserved tokens and a, ##b: "ac" and "d" (3 of 6 words) are [UNK].
+  A vocab_size that holds the alphabet says nothing."""
+  counts = {"ab": 3, "ac": 2, "d": 1}
+  with caplog.at_level("WARNING"):
+    learned = vocab.learn_vocab(counts, vocab_size=7)
+  assert learned == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"]
+  assert [r.getMessage() for r in caplog.records] == [
+      "vocab_size=7 holds 2 of the corpus's 4 characters (## continuations counted apart; 5 "
+      "tokens reserved): 3 of its 6 words (50.0%) hold a character left out and tokenize to "
+      "[UNK]; vocab_size=9 or more keeps every character"]
+  caplog.clear()
+  with caplog.at_level("WARNING"):
+    vocab.learn_vocab(counts, vocab_size=9)
+  assert not caplog.records
+
+
 def test_count_words_skips_overlong_words():
   counts = vocab.count_words(["ok " + "x" * 201 + " " + "y" * 200])
   assert counts == {"ok": 1, "y" * 200: 1}
