@@ -3,6 +3,7 @@
 
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from bert_tf import fileio, tokenization
@@ -44,16 +45,22 @@ def _casing_of_vocab(vocab):
   return _capital_token(vocab) is None
 
 
-def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None):
+def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None, vocab_file=None):
   """The casing of a model: ``(do_lower_case, where it was learned)``.
 
-  In order: the ``do_lower_case`` argument (checked against Google's released checkpoint
-  names), ``tokenizer_config.json`` in ``folder`` (Hugging Face), Google's released checkpoint
-  names, and the vocab itself (capital letters in it mean a cased model).
+  In order: the ``do_lower_case`` argument (checked as the scripts' ``--do_lower_case``:
+  against Google's released checkpoint names and a ``tokenizer_config.json`` in ``folder``,
+  errors; against the vocab's casing, a warning), ``tokenizer_config.json`` in ``folder``
+  (Hugging Face), Google's released checkpoint names, and the vocab itself (capital letters in
+  it mean a cased model).
   """
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(
         bool(do_lower_case), weights or os.path.join(folder, "bert_model.ckpt"))
+    warning = check_flag(do_lower_case, vocab, vocab_file or os.path.join(folder, "vocab.txt"),
+                         folder, name="do_lower_case")
+    if warning:
+      logging.warning("%s", warning.removeprefix("warning: "))
     return bool(do_lower_case), "argument"
   tokenizer_config = os.path.join(folder, "tokenizer_config.json")
   if tf.io.gfile.exists(tokenizer_config):
@@ -75,7 +82,7 @@ def _model_folder(init_checkpoint):
   return os.path.dirname(init_checkpoint) or "."
 
 
-def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None):
+def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None, name="--do_lower_case"):
   """``--do_lower_case`` against what the model says of its casing, beyond the original's
   check of Google's checkpoint names: a Hugging Face ``tokenizer_config.json`` beside
   ``init_checkpoint`` that says otherwise is an error; a vocab of the other casing (capital
@@ -92,17 +99,17 @@ def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None):
     if value is not None:
       if value != lower:
         raise BertTfError(
-            f"--do_lower_case={lower} does not match {tokenizer_config}: do_lower_case "
+            f"{name}={lower} does not match {tokenizer_config}: do_lower_case "
             f"{str(value).lower()} ({'an uncased' if value else 'a cased'} model), so pass "
-            f"--do_lower_case={value}")
+            f"{name}={value}")
       return None
   capital = _capital_token(vocab)
   if (capital is None) == lower:
     return None
   if lower:
-    return (f"warning: --do_lower_case=True, but {vocab_file} is a cased vocab (it has "
+    return (f"warning: {name}=True, but {vocab_file} is a cased vocab (it has "
             f"{capital!r}): the text's capitals are lost to the model; a cased model takes "
-            "--do_lower_case=False")
-  return (f"warning: --do_lower_case=False, but {vocab_file} has no capital letters (an "
+            f"{name}=False")
+  return (f"warning: {name}=False, but {vocab_file} has no capital letters (an "
           "uncased vocab): capitalised words become other pieces or [UNK]; an uncased model "
-          "takes --do_lower_case=True")
+          f"takes {name}=True")

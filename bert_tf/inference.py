@@ -179,7 +179,7 @@ def _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length, bat
   tokenization.check_vocab_size(vocab_file, len(vocab), config.vocab_size, config_file)
 
   weights = path if not tf.io.gfile.isdir(path) else None
-  lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights)
+  lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights, vocab_file)
   never_split = [t for t in SPECIAL_TOKENS if t in vocab]
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower,
                                          never_split=never_split,

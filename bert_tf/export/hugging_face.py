@@ -163,7 +163,7 @@ def _from_keras(model, vocab_file, do_lower_case):
   vocab = tokenization.load_vocab(vocab_file)
   tokenization.check_vocab_size(vocab_file, len(vocab), model.config.vocab_size)
   lower, _ = casing.resolve_do_lower_case(os.path.dirname(vocab_file) or ".", vocab,
-                                          do_lower_case)
+                                          do_lower_case, vocab_file=vocab_file)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
   pretrainer = isinstance(model, BertPretrainer)
   return model, tokenizer, lower, (pretrainer, pretrainer, True)

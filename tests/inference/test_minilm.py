@@ -226,6 +226,25 @@ def test_the_scripts_do_lower_case_checked_against_the_model(tmp_path, minilm_pa
       "the text's capitals are lost to the model; a cased model takes --do_lower_case=False")
 
 
+def test_load_checks_its_do_lower_case_as_the_scripts_do(tmp_path, minilm_path, caplog):
+  """bert_tf.load(..., do_lower_case=) and export-hf's: a tokenizer_config.json of the model
+  that says otherwise is an error (the real MiniLM folder says true); a vocab of the other
+  casing a warning naming it (before, both were taken silently)."""
+  with pytest.raises(bert_tf.BertTfError) as e:
+    bert_tf.load(str(minilm_path), do_lower_case=False)
+  assert str(e.value) == (
+      f"do_lower_case=False does not match {minilm_path / 'tokenizer_config.json'}: "
+      "do_lower_case true (an uncased model), so pass do_lower_case=True")
+  cased = tokenization_vocab(FIXTURES / "cased_vocab.txt")
+  with caplog.at_level("WARNING"):
+    assert inference.resolve_do_lower_case(str(tmp_path), cased, do_lower_case=True,
+                                           vocab_file="c.txt") == (True, "argument")
+  assert [r.getMessage() for r in caplog.records if "cased vocab" in r.getMessage()] == [
+      f"do_lower_case=True, but c.txt is a cased vocab (it has "
+      f"{next(t for t in cased if t != t.lower() and not t.startswith('['))!r}): the text's "
+      "capitals are lost to the model; a cased model takes do_lower_case=False"]
+
+
 def tokenization_vocab(path):
   from bert_tf.tokenization import load_vocab  # pylint: disable=import-outside-toplevel
   return load_vocab(str(path))
