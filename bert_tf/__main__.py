@@ -373,7 +373,8 @@ def _attention(args, out):
 
 def _export_hf(args, out):
   from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
-  hugging_face.check_output_dir(args.output_dir, args.overwrite, args.model)  # before loading
+  hugging_face.check_output_dir(args.output_dir, args.overwrite, args.model,
+                                "--output_dir")  # before loading
   bert = _load(args)
   hugging_face.export_hugging_face(bert, args.output_dir, overwrite=args.overwrite)
   out.write(f"wrote {args.output_dir}\n")

@@ -214,32 +214,33 @@ def is_previous_export(path):
   return entries == set(FILES)
 
 
-def check_output_dir(output_dir, overwrite, model=None):
+def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):
   """Raises a one-line ``BertTfError`` unless an export to ``output_dir`` loses nothing: a new
   or empty folder, or a previous export with ``overwrite``; never the folder of ``model`` (a
-  path being exported), nor the working folder."""
+  path being exported), nor the working folder. ``name``: what the messages call the folder
+  (the command line's ``--output_dir``)."""
   if not output_dir:
-    raise BertTfError("no output_dir given")
+    raise BertTfError(f"no {name} given")
   if (isinstance(model, (str, os.PathLike)) and not fileio.is_remote(str(model)) and
       not fileio.is_remote(str(output_dir)) and os.path.exists(model) and
       os.path.realpath(model if os.path.isdir(model) else os.path.dirname(model)) ==
       os.path.realpath(output_dir)):
-    raise BertTfError(f"output_dir {output_dir!r} is the folder of the model exported "
+    raise BertTfError(f"{name} {output_dir!r} is the folder of the model exported "
                       f"({str(model)!r}): give the export a folder of its own")
-  swap.check_not_around_working_folder(output_dir, "output_dir")
-  paths.check_writable("output_dir", output_dir, is_folder=True)  # e.g. a file on its path
+  swap.check_not_around_working_folder(output_dir, name)
+  paths.check_writable(name, output_dir, is_folder=True)  # e.g. a file on its path
   swap.restore_interrupted_overwrite(output_dir, is_previous_export)
   if not tf.io.gfile.exists(output_dir):
     return
   if not tf.io.gfile.isdir(output_dir):
-    raise BertTfError(f"output_dir {output_dir!r} exists and is not a directory; give a new "
+    raise BertTfError(f"{name} {output_dir!r} exists and is not a directory; give a new "
                       "path")
   entries = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir))
   if not entries:
     return
   if not is_previous_export(output_dir):
-    raise BertTfError(f"output_dir {output_dir!r} is a folder with other files in it (e.g. "
+    raise BertTfError(f"{name} {output_dir!r} is a folder with other files in it (e.g. "
                       f"{entries[0]!r}); nothing was written: give a new or empty folder")
   if not overwrite:
-    raise BertTfError(f"output_dir {output_dir!r} holds a previous export: pass overwrite=True "
+    raise BertTfError(f"{name} {output_dir!r} holds a previous export: pass overwrite=True "
                       "(--overwrite) to replace it, or give a new path")

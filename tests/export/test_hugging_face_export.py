@@ -193,7 +193,7 @@ def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, c
   status = cli_main(["export-hf", f"--model={google_folder}", f"--output_dir={taken}"])
   assert status == 1
   assert capsys.readouterr().err.startswith(
-      f"bert_tf export-hf: error: output_dir '{taken}' is a folder with other files")
+      f"bert_tf export-hf: error: --output_dir '{taken}' is a folder with other files")
 
 
 def test_output_dirs_refused_before_the_model_loads(google_folder, tmp_path, capsys,
@@ -217,20 +217,20 @@ def test_output_dirs_refused_before_the_model_loads(google_folder, tmp_path, cap
   monkeypatch.setenv("BERT_TF_CACHE", str(tmp_path / "cache"))
   monkeypatch.setenv("BERT_TF_MIRROR", (tmp_path / "no_mirror").as_uri())
   for output_dir, model, message in [
-      (".", "bert-base-uncased", "output_dir '.' is the working folder: an export replaces "
+      (".", "bert-base-uncased", "--output_dir '.' is the working folder: an export replaces "
                                  "its folder whole; give it a folder of its own, e.g. "
                                  "'./export'"),
-      ("..", "bert-base-uncased", "output_dir '..' is a folder holding the working folder"),
+      ("..", "bert-base-uncased", "--output_dir '..' is a folder holding the working folder"),
       (str(tmp_path / "afile" / "sub"), "bert-base-uncased",
-       f"output_dir {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a folder"),
-      (str(hf), hf, f"output_dir {str(hf)!r} is the folder of the model exported "
+       f"--output_dir {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} is a file, not a folder"),
+      (str(hf), hf, f"--output_dir {str(hf)!r} is the folder of the model exported "
                     f"({str(hf)!r}): give the export a folder of its own"),
-      (str(model_only), "bert-base-uncased", f"output_dir {str(model_only)!r} is a folder "
+      (str(model_only), "bert-base-uncased", f"--output_dir {str(model_only)!r} is a folder "
                                              "with other files in it (e.g. 'config.json')")]:
     status = cli_main(["export-hf", f"--model={model}", f"--output_dir={output_dir}",
                        "--overwrite"])
     err = capsys.readouterr().err
-    assert status == 1 and message in err, err
+    assert status == 1 and f"error: {message}" in err, err
   assert os.listdir(tmp_path / "here") == []
   assert sorted(os.listdir(model_only)) == ["config.json", "model.safetensors"]
   # A relative path in the working folder: the export, no temporary folder left beside it.
