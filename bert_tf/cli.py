@@ -4,6 +4,7 @@ Library code never reads absl FLAGS; each script parses its flags and calls the 
 """
 
 import os
+import re
 import signal
 import sys
 
@@ -132,7 +133,29 @@ def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None, positional_arg
     sys.exit(0)
   if before_tensorflow is not None:
     _before_tensorflow(before_tensorflow)
-  app.run(_main)
+  app.run(_main, flags_parser=_parse_flags)
+
+
+_REQUIRED = re.compile(r"flag --(\w+)=None: Flag --\1 must have a value other than None\.")
+
+
+def _flag_error(error):
+  """absl's message for a command line that does not parse, said as the scripts' one line: a
+  missing required flag as ``--name is required``; several problems joined by "; "."""
+  lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+  lines = [f"--{m.group(1)} is required" if (m := _REQUIRED.fullmatch(line)) else line
+           for line in lines]
+  return "; ".join(lines) or type(error).__name__
+
+
+def _parse_flags(argv):
+  """``app.run``'s flag parser: a mistyped or missing flag, or a value of the wrong kind, is
+  ``prog: error: message`` and exit 1 (absl printed a FATAL line and a hint, two lines)."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"{_prog()}: error: {_flag_error(e)}", file=sys.stderr)
+    sys.exit(1)
 
 
 def _before_tensorflow(function):

@@ -172,6 +172,24 @@ def test_arguments_that_are_not_flags_are_one_line(tmp_path, config_file, uncase
   assert digests(tmp_path) == before
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["data_prep/check_tfrecords.py"], "check_tfrecords.py: error: --input_file is required"),
+    (["run_pretraining.py", "--do_train"],
+     "run_pretraining.py: error: --input_file is required; --output_dir is required"),
+    (["data_prep/build_vocab.py", "--input_file=a", "--vocab_file=v", "--vocab_size=abc"],
+     "build_vocab.py: error: flag --vocab_size=abc: invalid literal for int() with base 10: "
+     "'abc'"),
+    (["extract_features.py", "--layer=-1"],
+     "extract_features.py: error: Unknown command line flag 'layer'. Did you mean: layers ?"),
+])
+def test_flags_that_do_not_parse_are_one_line(argv, message):
+  """A missing required flag, a value of the wrong kind, a mistyped flag: the scripts' one line
+  and exit 1 (absl printed "FATAL Flags parsing error: ..." and a hint to --helpshort)."""
+  result = run_script(*argv)
+  assert error_line(result) == message
+  assert "FATAL" not in result.stderr and "--helpshort" not in result.stderr
+
+
 def test_run_pretraining_refuses_a_vocab_of_another_size(tmp_path, uncased_vocab):
   """--vocab_file is copied beside the checkpoints: one of another size than the config's
   vocab_size (here the config's 30522 against a 1000-token vocab) made a folder that
