@@ -17,7 +17,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import fileio, progress
 from bert_tf.errors import BertTfError
@@ -153,5 +152,4 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
                                         ("features", token_features)])
         writer.write(json.dumps(line) + "\n")
         written += 1
-      logging.info("extract_features: %d/%d lines", written, len(examples))
   return written

@@ -36,6 +36,8 @@ def test_output_matches_transformers(tmp_path, minilm_path):
                 "--layers=-1,-2", "--max_seq_length=24", "--batch_size=1",
                 *_common(minilm_path))
   assert result.returncode == 0, result.stderr
+  # Piped, no line per batch (an INFO line each was logged: 1,250 of them for 10k lines).
+  assert "lines" not in result.stderr, result.stderr
   rows = [json.loads(line) for line in out.read_text().splitlines()]
   assert [r["linex_index"] for r in rows] == [0, 1]
   vocab = (minilm_path / "vocab.txt").read_text().splitlines()
