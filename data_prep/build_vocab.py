@@ -34,7 +34,10 @@ def main(argv):
                              num_unused_tokens=FLAGS.num_unused_tokens,
                              min_pair_count=FLAGS.min_pair_count,
                              skip_invalid_utf8=FLAGS.skip_invalid_utf8)
-  print(f"wrote {len(tokens)} tokens to {FLAGS.vocab_file}")
+  short = (f" (fewer than --vocab_size={FLAGS.vocab_size}: no pair of pieces left occurs "
+           f"--min_pair_count={FLAGS.min_pair_count} times; a larger corpus makes more)"
+           if len(tokens) < FLAGS.vocab_size else "")
+  print(f"wrote {len(tokens)} tokens to {FLAGS.vocab_file}{short}")
 
 
 if __name__ == "__main__":

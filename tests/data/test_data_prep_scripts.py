@@ -34,6 +34,22 @@ def test_corpus_then_vocab_that_googles_tokenizer_reads(tmp_path):
   assert pieces and "[UNK]" not in pieces
 
 
+def test_a_vocab_smaller_than_asked_says_why(tmp_path):
+  """Three words yield fewer tokens than --vocab_size asks (5 reserved, 7 characters, a few
+  merges): the line says so and why (it said only how many were written)."""
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("low lower lowest\n")
+  vocab = tmp_path / "vocab.txt"
+  result = _run("build_vocab.py", f"--input_file={corpus}", f"--vocab_file={vocab}",
+                "--vocab_size=1000")
+  assert result.returncode == 0, result.stderr[-2000:]
+  tokens = vocab.read_text().splitlines()
+  assert result.stdout == (f"wrote {len(tokens)} tokens to {vocab} (fewer than "
+                           "--vocab_size=1000: no pair of pieces left occurs "
+                           "--min_pair_count=2 times; a larger corpus makes more)\n")
+  assert len(tokens) < 20
+
+
 def test_missing_input_is_one_line_error(tmp_path):
   result = _run("build_vocab.py", f"--input_file={tmp_path}/none.txt",
                 f"--vocab_file={tmp_path}/v.txt")
