@@ -395,6 +395,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   if reads_data and not use_tfds and not data_dir:
     raise BertTfError("no --data_dir given (or --tfds to read the task from "
                       "tensorflow-datasets)")
+  if reads_data and not use_tfds and not tf.io.gfile.isdir(data_dir):
+    # (Said before the labels are looked for in it: "no train.tsv in 'nodir'" hid the typo.)
+    raise BertTfError(f"--data_dir {data_dir!r}: "
+                      f"{'not a folder' if tf.io.gfile.exists(data_dir) else 'no such folder'}")
 
   processor = glue.get_processor(task_name, data_dir=data_dir, labels=labels,
                                  is_regression=is_regression, language=language,

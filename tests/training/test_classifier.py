@@ -228,6 +228,10 @@ def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
     ({"do_train": True, "num_train_epochs": 0.1}, "gives no training step"),
     ({"do_eval": True, "task_name": "nope"}, "unknown task_name 'nope'"),
     ({"do_eval": True, "data_dir": None}, "no --data_dir given"),
+    ({"do_eval": True, "data_dir": "no/such/dir", "task_name": "user"},
+     "--data_dir 'no/such/dir': no such folder"),
+    ({"do_eval": True, "data_dir": str(FIXTURES / "glue" / "MRPC" / "dev.tsv")},
+     "dev.tsv': not a folder"),
     ({"do_predict": True, "task_name": "AX", "do_train": True}, "--do_train: task ax has no "
                                                                  "data for it"),
 ])
