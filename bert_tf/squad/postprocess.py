@@ -330,9 +330,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
       version_2_with_negative=version_2_with_negative,
       null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging,
       basic_tokenizer=basic_tokenizer)
-  logging.info("Writing predictions to: %s", output_prediction_file)
   _write_json(output_prediction_file, result.predictions)
-  logging.info("Writing nbest to: %s", output_nbest_file)
   _write_json(output_nbest_file, result.nbest)
   if version_2_with_negative:
     _write_json(output_null_log_odds_file, result.null_odds)
