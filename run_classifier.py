@@ -112,6 +112,7 @@ def run(config):
   --init_checkpoint, --vocab_file and --do_lower_case already resolved)."""
   from bert_tf.training import classifier  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.loop import eval_results_text  # pylint: disable=import-outside-toplevel
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)
   strategy = distribution.get_strategy(**dist.strategy_kwargs())
@@ -140,7 +141,7 @@ def run(config):
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):
-      print(f"  {key} = {results['eval'][key]}")
+      print(f"  {key} = {eval_results_text(results['eval'][key])}")
   for split, path in results.get("predict", {}).items():
     print(f"***** Predictions ({split}) written to {path} *****")
 

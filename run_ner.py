@@ -78,6 +78,7 @@ def main(argv):
 def run(config):
   """Fine-tunes, evaluates and predicts as the flags say, with the model ``config``."""
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.loop import eval_results_text  # pylint: disable=import-outside-toplevel
   from bert_tf.training import token_classifier  # pylint: disable=import-outside-toplevel
   dist = training_flags.distribution_args(FLAGS)
   loop = training_flags.loop_kwargs(FLAGS)
@@ -107,7 +108,7 @@ def run(config):
     if values:
       print(f"***** {title} *****")
       for key in sorted(values):
-        print(f"  {key} = {values[key]}")
+        print(f"  {key} = {eval_results_text(values[key])}")
   if "predict" in results:
     print(f"***** Predictions written to {results['predict']['predictions']} *****")
 

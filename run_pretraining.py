@@ -71,6 +71,7 @@ def main(argv):
   del argv
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.loop import eval_results_text  # pylint: disable=import-outside-toplevel
   from bert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("bert_config_file",))
   config = training_flags.model_config(checkpoints.load_config(FLAGS.bert_config_file), FLAGS)
@@ -116,7 +117,7 @@ def main(argv):
   if "eval" in results:
     print("***** Eval results *****")
     for key in sorted(results["eval"]):
-      print(f"  {key} = {results['eval'][key]}")
+      print(f"  {key} = {eval_results_text(results['eval'][key])}")
 
 
 def console_main():

@@ -93,6 +93,7 @@ def main(argv):
   from bert_tf.errors import BertTfError  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
   from bert_tf.training import distribution  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.loop import eval_results_text  # pylint: disable=import-outside-toplevel
   from bert_tf.training import squad  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("vocab_file", "bert_config_file"))
   if not FLAGS.output_dir:
@@ -130,7 +131,7 @@ def main(argv):
   if "eval" in results:
     print("***** Eval results *****")
     for key, value in results["eval"].items():
-      print(f"  {key} = {value}")
+      print(f"  {key} = {eval_results_text(value)}")
 
 
 def console_main():

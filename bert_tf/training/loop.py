@@ -810,11 +810,25 @@ def export_google_folder(model, bert_config, output_dir, global_step, vocab_file
   return google_dir
 
 
+def eval_results_text(value):
+  """A value as the original's ``eval_results.txt`` writes it: its metrics were float32
+  numpy scalars, ``str()`` the shortest text that reads back as that float32
+  (``eval_loss = 0.68227947``); integers (``global_step``) as they are."""
+  if isinstance(value, (bool, np.bool_)):
+    return str(value)
+  if isinstance(value, (int, np.integer)):
+    return str(int(value))
+  if isinstance(value, (float, np.floating)):
+    return str(np.float32(value))
+  return str(value)
+
+
 def write_eval_results(path, results):
-  """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key."""
+  """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key,
+  numbers as ``eval_results_text``."""
   with fileio.atomic_write(path) as f:
     for key in sorted(results):
-      f.write(f"{key} = {results[key]}\n")
+      f.write(f"{key} = {eval_results_text(results[key])}\n")
 
 
 def summary_writer(model_dir, name="train"):

@@ -70,7 +70,7 @@ def test_killed_between_save_and_eval_and_inside_the_best_save_resumes_exactly(
   results = dict(line.split(" = ") for line in
                  (straight / "eval_results.txt").read_text().splitlines())
   assert results["global_step"] == str(improved[-1])
-  assert float(results["loss"]) == history[improved[-1] - 1]["loss"]
+  assert results["loss"] == str(np.float32(history[improved[-1] - 1]["loss"]))
 
   out = tmp_path / "out"
   result = _run(command, out, env=hook.env(_env(), "eval_start", 2, action="kill"))

@@ -144,6 +144,8 @@ def test_eval_results_equal_the_originals_metric_fn(run):
   assert real.sum() == 5 and len(real) == 8
   labels, predictions = google_dev["label_id"][real], google_dev["logits"][real].argmax(-1)
   assert float(results["eval_accuracy"]) == pytest.approx(np.mean(predictions == labels))
+  # Written as the original wrote its float32 metrics: str() of the float32 (3 of 5: "0.6").
+  assert results["eval_accuracy"] == str(np.mean(predictions == labels, dtype=np.float32))
   np.testing.assert_allclose(float(results["eval_loss"]),
                              google_dev["per_example_loss"][real].mean(), rtol=1e-5)
   tp = np.sum((labels == 1) & (predictions == 1))

@@ -161,3 +161,15 @@ def test_jit_compile_loop_matches_eager(tmp_path):
   np.testing.assert_allclose(xla["loss"], plain["loss"], rtol=1e-4)
   for a, b in zip(plain_model.get_weights(), model.get_weights()):
     np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_eval_results_are_written_as_the_original_wrote_them(tmp_path):
+  """The original wrote ``"%s = %s" % (key, str(value))`` of the Estimator's results: float32
+  numpy metrics (str: the shortest text of the float32) and an integer global_step. Hand-made:
+  1/3 as float32 is 0.33333334, 0.6822794914245606 is 0.68227947."""
+  path = tmp_path / "eval_results.txt"
+  loop.write_eval_results(str(path), {"eval_loss": 0.6822794914245606, "global_step": 12,
+                                      "eval_accuracy": 1 / 3, "f1": 100.0,
+                                      "eval_spearman": float("nan"), "steps": np.int64(5)})
+  assert path.read_text() == ("eval_accuracy = 0.33333334\neval_loss = 0.68227947\n"
+                              "eval_spearman = nan\nf1 = 100.0\nglobal_step = 12\nsteps = 5\n")
