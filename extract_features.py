@@ -30,6 +30,7 @@ flags.DEFINE_string("init_checkpoint", None, "Google checkpoint, Hugging Face we
                     "bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_string("vocab_file", None, "The vocab.txt the model was trained with.")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase the input (uncased models).")
+flags.DEFINE_bool("preserve_unused_tokens", False, cli.PRESERVE_UNUSED_TOKENS_HELP)
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 # Accepted for command-line compatibility with the original; bert_tf decides these itself.
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility (see --distribution_strategy "
@@ -55,7 +56,8 @@ def main(argv):
   from bert_tf.modeling import BertModel, checkpoints  # pylint: disable=import-outside-toplevel
   cli.resolve_model_flags(FLAGS, required=("bert_config_file", "vocab_file"))
   tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+                                         preserve_unused_tokens=FLAGS.preserve_unused_tokens)
   config = checkpoints.load_config(FLAGS.bert_config_file)
   preflight.check_tokenizer(tokenizer, FLAGS.vocab_file, config, FLAGS.do_lower_case,
                             FLAGS.init_checkpoint, lambda line: print(line, file=sys.stderr),

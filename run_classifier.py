@@ -40,6 +40,7 @@ flags.DEFINE_string("init_checkpoint", None,
                     "model's name (bert-base-uncased, uncased_L-12_H-768_A-12, ...: downloaded "
                     "once; its bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
+flags.DEFINE_bool("preserve_unused_tokens", False, cli.PRESERVE_UNUSED_TOKENS_HELP)
 flags.DEFINE_integer("max_seq_length", 128, "Word pieces per sequence after tokenization, "
                      "[CLS] and [SEP]s included; longer ones are truncated, shorter padded.")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
@@ -119,7 +120,8 @@ def run(config):
   results = classifier.run_classifier(
       config, FLAGS.task_name, FLAGS.vocab_file, FLAGS.output_dir, strategy,
       data_dir=FLAGS.data_dir, use_tfds=FLAGS.tfds, init_checkpoint=FLAGS.init_checkpoint,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      do_lower_case=FLAGS.do_lower_case, preserve_unused_tokens=FLAGS.preserve_unused_tokens,
+      max_seq_length=FLAGS.max_seq_length,
       do_train=FLAGS.do_train, do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,

@@ -36,6 +36,7 @@ flags.DEFINE_string("init_checkpoint", None,
                     "bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models; "
                   "cased models are usual for named entities).")
+flags.DEFINE_bool("preserve_unused_tokens", False, cli.PRESERVE_UNUSED_TOKENS_HELP)
 flags.DEFINE_integer("max_seq_length", 128, "Word pieces per sequence, [CLS] and [SEP] "
                      "included; a longer sentence is split between words into several.")
 flags.DEFINE_bool("do_train", False, "Whether to run training on train.txt.")
@@ -86,6 +87,7 @@ def run(config):
   results = token_classifier.run_token_classifier(
       config, FLAGS.data_dir, FLAGS.vocab_file, FLAGS.output_dir, strategy,
       init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
+      preserve_unused_tokens=FLAGS.preserve_unused_tokens,
       max_seq_length=FLAGS.max_seq_length, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
       do_predict=FLAGS.do_predict, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,

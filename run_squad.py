@@ -38,6 +38,7 @@ flags.DEFINE_string("init_checkpoint", None,
                     "model's name (bert-base-uncased, uncased_L-12_H-768_A-12, ...: downloaded "
                     "once; its bert_config.json and vocab.txt become the defaults).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
+flags.DEFINE_bool("preserve_unused_tokens", False, cli.PRESERVE_UNUSED_TOKENS_HELP)
 flags.DEFINE_integer("max_seq_length", 384,
                      "Word pieces per feature, [CLS] and [SEP]s included; contexts longer "
                      "than fits are split into doc spans, shorter ones padded.")
@@ -105,7 +106,8 @@ def main(argv):
   results = squad.run_squad(
       config, FLAGS.vocab_file, FLAGS.output_dir, strategy, train_file=FLAGS.train_file,
       predict_file=FLAGS.predict_file, init_checkpoint=FLAGS.init_checkpoint,
-      do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+      do_lower_case=FLAGS.do_lower_case, preserve_unused_tokens=FLAGS.preserve_unused_tokens,
+      max_seq_length=FLAGS.max_seq_length,
       doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
       do_train=FLAGS.do_train, do_predict=FLAGS.do_predict, do_eval=FLAGS.do_eval,
       train_batch_size=FLAGS.train_batch_size, predict_batch_size=FLAGS.predict_batch_size,

@@ -22,6 +22,14 @@ from bert_tf import flag_ranges  # pylint: disable=wrong-import-position
 from bert_tf.errors import BertTfError, shortened
 
 
+# --preserve_unused_tokens, as each script that tokenizes defines it (the original's flag,
+# which its tokenization.py defined for every script importing it).
+PRESERVE_UNUSED_TOKENS_HELP = (
+    "Keep a word of the text that is exactly [unusedN] (and in the vocab) as one token, not "
+    "split into pieces: the original's flag, for data that marks things with unused tokens. "
+    "The SavedModels' in-graph tokenizer does not do it.")
+
+
 def _prog():
   return os.path.basename(sys.argv[0]) if sys.argv else "bert_tf"
 

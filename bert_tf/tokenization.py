@@ -34,7 +34,9 @@ Why the fast paths give the same tokens (so they are not approximations):
 
 ``never_split`` (opt-in, default off like the original) keeps listed special tokens such as
 ``[MASK]`` whole where they occur in raw text; the original splits them into ``[``, ``mask``,
-``]``.
+``]``. ``preserve_unused_tokens`` is the original's flag of that name (default off): a
+whitespace-separated word of the text that is exactly ``[unusedN]`` and in the vocab stays
+one token.
 """
 
 import collections
@@ -77,6 +79,8 @@ CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 
 # nothing: the word pattern skips all whitespace), and the word pattern.
 _ASCII_DELETED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
+# The original's _UNUSED_TOKEN_RE (tokenization.preserve_token): a whole word "[unusedN]".
+_UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
 
 # --- character classes (the original's definitions) -------------------------------------------
@@ -364,7 +368,7 @@ class FullTokenizer:
   """
 
   def __init__(self, vocab_file, do_lower_case=True, never_split=None,
-               clean_up_tokenization_spaces=True):
+               clean_up_tokenization_spaces=True, preserve_unused_tokens=False):
     """Args:
       vocab_file: path of a vocab.txt (one token per line); gs:// paths work.
       do_lower_case: True for uncased models, False for cased ones.
@@ -375,6 +379,9 @@ class FullTokenizer:
         punctuation and contractions that joining word pieces leaves ("hello , world !" ->
         "hello, world!"), as Hugging Face's BertTokenizer did by default up to transformers
         4.x (the classic tutorials' outputs); transformers 5 turned its default off.
+      preserve_unused_tokens: the original's ``--preserve_unused_tokens``: a word of the text
+        (between whitespace, after cleaning and CJK spacing) that is exactly ``[unusedN]`` and
+        in the vocab is kept whole, not lowercased, split on punctuation or WordPiece'd.
 
     Raises:
       BertTfError: the vocab file is missing, or a ``never_split`` token is not in it.
@@ -385,6 +392,7 @@ class FullTokenizer:
     self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
     self.never_split = tuple(never_split or ())
     for token in self.never_split:
       if token not in self.vocab:
@@ -395,11 +403,29 @@ class FullTokenizer:
       self._never_split_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")")
 
   def _tokenize_plain(self, text):
+    if self.preserve_unused_tokens:
+      # Cleaned first: "[unu\x00sed1]" is "[unused1]" once its control character is gone.
+      cleaned = convert_to_unicode(text).translate(self.basic_tokenizer._clean_table)
+      if "[unused" in cleaned:
+        return self._tokenize_preserving_unused(cleaned)
     cache = self.wordpiece_tokenizer._cache  # Inlined tokenize_word: this loop is hot.
     output = []
     for word in self.basic_tokenizer.tokenize(text):
       pieces = cache.get(word)
       output += pieces if pieces is not None else self.wordpiece_tokenizer.tokenize_word(word)
+    return output
+
+  def _tokenize_preserving_unused(self, cleaned):
+    """The original's ``preserve_token`` path over the text's words after cleaning and CJK
+    spacing (``cleaned``; BasicTokenizer's steps 2-3, before lowercasing): an ``[unusedN]``
+    word of the vocab stays whole, any other is tokenized alone (all steps are per word)."""
+    output = []
+    for word in cleaned.split():
+      if word in self.vocab and _UNUSED_TOKEN.fullmatch(word):
+        output.append(word)
+        continue
+      for piece in self.basic_tokenizer.tokenize(word):
+        output += self.wordpiece_tokenizer.tokenize_word(piece)
     return output
 
   def tokenize(self, text):

@@ -44,6 +44,7 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model
 flags.DEFINE_bool("do_lower_case", True,
                   "Whether to lower case the input text. Should be True for uncased models and "
                   "False for cased models.")
+flags.DEFINE_bool("preserve_unused_tokens", False, cli.PRESERVE_UNUSED_TOKENS_HELP)
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
@@ -128,7 +129,8 @@ def main(argv):
       do_whole_word_mask=FLAGS.do_whole_word_mask,
       random_seed=FLAGS.random_seed)
   options.validate()
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+                                         preserve_unused_tokens=FLAGS.preserve_unused_tokens)
   try:
     with output_checks.os_errors_as_bert_tf_errors():
       if beam_options is not None:

@@ -241,6 +241,8 @@ def tokenizer_fingerprint(tokenizer):
                   getattr(getattr(tokenizer, "basic_tokenizer", None), "do_lower_case", None))
   h.update(repr(lower).encode())
   h.update(repr(getattr(tokenizer, "never_split", None)).encode())
+  if getattr(tokenizer, "preserve_unused_tokens", False):  # (hashes without it unchanged)
+    h.update(b"preserve_unused_tokens")
   probe = tokenizer.tokenize(_PROBE)
   h.update(json.dumps([probe, list(tokenizer.convert_tokens_to_ids(probe))]).encode())
   return h.hexdigest()

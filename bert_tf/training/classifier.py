@@ -309,7 +309,7 @@ def _record_file(output_dir, kind, split, first):
     "is_regression", "multi_label", "language", "classifier_dropout", "seed"))
 def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
                    use_tfds=False, init_checkpoint=None, do_lower_case=True,
-                   max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
+                   preserve_unused_tokens=False, max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
                    train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                    learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=1000,
@@ -417,7 +417,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   spec = classifier_features.feature_spec(
       max_seq_length, glue_task.is_regression,
       multi_labels=glue_task.num_labels if glue_task.multi_label else 0)
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                         preserve_unused_tokens=preserve_unused_tokens)
   preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
                             init_checkpoint, progress)
 
@@ -611,6 +612,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
 
   if export_dir and chief:
     from bert_tf import export  # pylint: disable=import-outside-toplevel
+    preflight.note_unused_tokens_in_export(preserve_unused_tokens, progress)
     results["export"] = export.export_all(
         model, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
         max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export,

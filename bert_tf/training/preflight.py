@@ -59,6 +59,15 @@ def check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case, init_chec
     progress(warning)
 
 
+def note_unused_tokens_in_export(preserve_unused_tokens, progress):
+  """A warning line when a run that kept ``[unusedN]`` words whole exports SavedModels: their
+  in-graph tokenizer splits such words as the default does."""
+  if preserve_unused_tokens and progress:
+    progress("warning: --preserve_unused_tokens: the SavedModels' in-graph tokenizer splits "
+             "[unusedN] words into pieces, unlike this run's; raw-text requests holding them "
+             "are tokenized otherwise than the training data")
+
+
 def require_weights(phase, has_checkpoint, init_checkpoint, output_dir):
   """Refuses an eval / predict run without training whose model would keep random weights:
   no training checkpoint in ``output_dir`` and no ``init_checkpoint``.

@@ -303,7 +303,8 @@ def _check_flags(bert_config, strategy, *, vocab_file, init_checkpoint, do_lower
     "max_query_length", "train_batch_size", "learning_rate", "warmup_proportion",
     "optimizer_kwargs", "version_2_with_negative", "seed"))
 def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
-              predict_file=None, init_checkpoint=None, do_lower_case=True, max_seq_length=384,
+              predict_file=None, init_checkpoint=None, do_lower_case=True,
+              preserve_unused_tokens=False, max_seq_length=384,
               doc_stride=128, max_query_length=64, do_train=False, do_predict=False,
               do_eval=False, train_batch_size=32, predict_batch_size=8, learning_rate=5e-5,
               num_train_epochs=3.0, warmup_proportion=0.1, save_checkpoints_steps=1000,
@@ -382,7 +383,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
       outputs={"--output_dir": path_checks.Folder(output_dir, written_files(
           do_train, do_predict, do_eval, export_google_checkpoint, eval_during_training)),
                "--export_dir": export_dir and path_checks.Folder(export_dir)})
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                         preserve_unused_tokens=preserve_unused_tokens)
   preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
                             init_checkpoint, progress)
   # Read now, so that a predict_file without questions is found before training.
@@ -536,6 +538,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
 
   if export_dir:
     from bert_tf.squad import export  # pylint: disable=import-outside-toplevel
+    preflight.note_unused_tokens_in_export(preserve_unused_tokens, progress)
     results["export"] = export.export_question_answerer(
         model, vocab_file, export_dir, do_lower_case=do_lower_case,
         max_seq_length=max_seq_length, doc_stride=doc_stride,

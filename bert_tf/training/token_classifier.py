@@ -173,7 +173,8 @@ def written_files(do_train, do_eval, do_predict, export_google_checkpoint,
     "learning_rate", "warmup_proportion", "optimizer_kwargs", "labels", "label_column",
     "classifier_dropout", "seed"))
 def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy, *,
-                         init_checkpoint=None, do_lower_case=True, max_seq_length=128,
+                         init_checkpoint=None, do_lower_case=True,
+                         preserve_unused_tokens=False, max_seq_length=128,
                          do_train=False, do_eval=False, do_predict=False, train_batch_size=32,
                          eval_batch_size=8, predict_batch_size=8, learning_rate=5e-5,
                          num_train_epochs=3.0, warmup_proportion=0.1,
@@ -256,7 +257,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     best_metric = eval_during.resolve_best_metric(
         best_metric, default_best_metric(label_list), eval_result_keys(label_list),
         "token classification")
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case,
+                                         preserve_unused_tokens=preserve_unused_tokens)
   preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
                             init_checkpoint, progress)
   # Every tag is checked against the tag list now, before any training.

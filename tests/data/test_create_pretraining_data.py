@@ -458,6 +458,34 @@ def test_script_writes_the_originals_records_and_a_summary(uncased_vocab, tmp_pa
   _assert_same_records(expected, outputs)
 
 
+def test_script_preserve_unused_tokens_writes_the_originals_records(uncased_vocab, tmp_path):
+  """--preserve_unused_tokens (the original's tokenization flag): a corpus that marks lines with
+  "[unused1] ... [unused2]," gives the original's records under its flag: [unused1] kept as its
+  single id (2 in bert-base-uncased), "[unused2]," (punctuation attached) split as usual."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  corpus = tmp_path / "marked.txt"
+  words = (FIXTURES / "pretraining" / "sotu_sample.txt").read_text().split("\n")[:200]
+  corpus.write_text("\n".join(f"[unused1] {line} [unused2]," if i % 3 == 0 else line
+                               for i, line in enumerate(words)))
+  outputs = [str(tmp_path / "a.tfrecord")]
+  result = _script(f"--input_file={corpus}", f"--output_file={outputs[0]}",
+                   f"--vocab_file={uncased_vocab}", "--dupe_factor=1", "--max_seq_length=64",
+                   "--max_predictions_per_seq=10", "--random_seed=4",
+                   "--preserve_unused_tokens=True")
+  assert result.returncode == 0, result.stderr[-3000:]
+  google("tokenization")  # defines the original's flag
+  flags.FLAGS.preserve_unused_tokens = True
+  try:
+    expected = _google_records(tmp_path, [str(corpus)], str(uncased_vocab), True, 64, 10, 1,
+                               0.15, 0.1, 4, 1)
+  finally:
+    flags.FLAGS.preserve_unused_tokens = False
+  _assert_same_records(expected, outputs)
+  ids = [i for record in _read(outputs[0]) for i in
+         tf.train.Example.FromString(record).features.feature["input_ids"].int64_list.value]
+  assert ids.count(2) > 10 and ids.count(3) == 0
+
+
 @pytest.mark.parametrize("args,message", [
     (["--input_file={tmp}/none.txt"], r"--input_file: no file matches '.*none.txt'"),
     (["--vocab_file={tmp}/none.txt"], r"vocab file not found: '.*none.txt'"),

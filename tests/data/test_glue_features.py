@@ -279,3 +279,7 @@ def test_accepts_googles_tokenizer_and_fingerprints_are_stable(tokenizer, google
   assert cf.tokenizer_fingerprint(same) == cf.tokenizer_fingerprint(tokenizer)
   assert (cf.features_fingerprint(examples, ("0", "1"), 32, same)
           == cf.features_fingerprint(examples, ("0", "1"), 32, tokenizer))
+  # --preserve_unused_tokens tokenizes "[unused1]" otherwise: a cache made without it must miss.
+  preserving = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True,
+                                          preserve_unused_tokens=True)
+  assert cf.tokenizer_fingerprint(preserving) != cf.tokenizer_fingerprint(tokenizer)

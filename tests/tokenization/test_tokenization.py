@@ -156,3 +156,30 @@ def test_pickles_for_worker_processes(tokenizer_pair):
   original, ours = tokenizer_pair
   ours.tokenize("warm the caches: héllo 北京")
   _assert_same(original, pickle.loads(pickle.dumps(ours)), HARD_LINES)
+
+
+def test_preserve_unused_tokens_as_the_originals_flag(google_tokenization, uncased_vocab):
+  """The original's --preserve_unused_tokens (tokenization.preserve_token): a word that is
+  exactly [unusedN] and in the vocab stays whole; with punctuation attached, another case or
+  not in the vocab it is split as usual; a control character inside it is cleaned away first.
+  Compared with the original under its flag, on hand-made and random texts, both casings."""
+  import random  # pylint: disable=import-outside-toplevel
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  texts = ["[unused0]", "a [unused0] b", "[unused0],", "[UNUSED0]", "x[unused1]",
+           "[unused1] [unused998]", "[unused99999]", "Hello [unused5]\u4e2d[unused6] world",
+           "[unu\x00sed1]", "\t[unused2]\n", "[unused3]\u2028[unused4]", "[unused\u0663]",
+           "\u00c9COLE [unused7] D\u00e9j\u00e0"]
+  rng = random.Random(0)
+  parts = list("ab [\u4e2d\x00\t\u00a0\u00c9,.!") + ["[unused1]", "[unused12]", " [unused0] "]
+  texts += ["".join(rng.choice(parts) for _ in range(rng.randint(0, 16))) for _ in range(400)]
+  for lower in (True, False):
+    ours = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=lower,
+                                      preserve_unused_tokens=True)
+    flags.FLAGS.preserve_unused_tokens = True
+    try:
+      original = google_tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=lower)
+      expected = [original.tokenize(t) for t in texts]
+    finally:
+      flags.FLAGS.preserve_unused_tokens = False
+    assert [ours.tokenize(t) for t in texts] == expected
+    assert expected[1] == ["a", "[unused0]", "b"] and "[unused0]" not in expected[2]

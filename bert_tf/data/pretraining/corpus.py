@@ -121,9 +121,9 @@ class _WordIds(dict):
 class LineTokenizer:
   """Raw line -> its ids as bytes of int32, through a ``FullTokenizer``.
 
-  With no ``never_split`` tokens, ``FullTokenizer.tokenize`` is basic tokenization then
-  WordPiece word by word, so the ids of each distinct word are computed once and a line's
-  ids are the join of its words' (in C).
+  With no ``never_split`` tokens (nor ``preserve_unused_tokens``), ``FullTokenizer.tokenize``
+  is basic tokenization then WordPiece word by word, so the ids of each distinct word are
+  computed once and a line's ids are the join of its words' (in C).
   """
 
   def __init__(self, tokenizer, max_words=1 << 20):
@@ -131,6 +131,7 @@ class LineTokenizer:
     basic = getattr(tokenizer, "basic_tokenizer", None)
     wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)
     self._by_word = (not getattr(tokenizer, "never_split", ()) and basic is not None and
+                     not getattr(tokenizer, "preserve_unused_tokens", False) and
                      hasattr(wordpiece, "tokenize_word"))
     if self._by_word:
       self._basic = basic.tokenize
