@@ -269,8 +269,12 @@ def get_task(task_name):
 # === Reading delimited files ===
 
 def _rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
-  """Yields (line number from 1, list of fields) for each record of a delimited UTF-8 file."""
+  """Yields (line number from 1, list of fields) for each record of a delimited UTF-8 file.
+  A field may be as long as the file (Python's csv stops at 131,072 characters by default: a
+  long document in a user task was an error, though BERT reads only its first word pieces)."""
   text = fileio.read_utf8(path)
+  if csv.field_size_limit() < len(text):
+    csv.field_size_limit(max(len(text), 1 << 17))
   # Lines end at "\n" only, as when the original iterates over the file; "\r\n" is fine.
   reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, quoting=quoting)
   line = 1

@@ -255,6 +255,21 @@ def test_user_task_csv_pairs_quotes_and_label_order(tmp_path):
     processor.get_dev_examples(str(tmp_path))
 
 
+def test_a_field_longer_than_pythons_csv_limit_is_read_whole(tmp_path):
+  """A 200,000-character document in a user task's CSV or TSV (Python's csv refuses fields
+  past 131,072 characters by default: it was an error) reads whole, as BERT then truncates."""
+  import csv  # pylint: disable=import-outside-toplevel
+  long = "word " * 40000
+  for name, text in (("train.csv", f'text_a,label\n"{long}",a\nshort,b\n'),
+                     ("train.tsv", f"text_a\tlabel\n{long}\ta\nshort\tb\n")):
+    folder = tmp_path / name.split(".")[1]
+    folder.mkdir()
+    (folder / name).write_text(text, encoding="utf-8")
+    csv.field_size_limit(1 << 17)  # Python's default, whatever an earlier test set
+    train = glue.get_processor("user", data_dir=str(folder)).get_train_examples(str(folder))
+    assert [(e.text_a, e.label) for e in train] == [(long, "a"), ("short", "b")], name
+
+
 def test_user_task_labels_file_flag_and_regression(tmp_path):
   (tmp_path / "train.tsv").write_text("label\ttext_a\nb\tone\na\ttwo\n", encoding="utf-8")
   assert glue.get_processor("user", data_dir=str(tmp_path)).get_labels() == ["a", "b"]
