@@ -3,7 +3,10 @@
 The CoNLL-2000/2003 shared tasks scored taggers with the ``conlleval`` Perl script; seqeval's
 default mode and Hugging Face's ``run_ner`` report the same numbers. A tag is ``O`` (outside)
 or ``<prefix>-<TYPE>`` with prefix ``B`` (begins a chunk), ``I`` (inside), ``E`` (ends) or
-``S`` (a one-token chunk), so IOB1 (CoNLL-2003's files), IOB2 and IOBES all score alike.
+``S`` (a one-token chunk), so IOB1 (CoNLL-2003's files), IOB2 and IOBES all score. IOB1, IOB2
+and IOE tags score exactly as conlleval.pl scores them (checked against the script); ``S-``
+tags, and an ``E-`` before a ``B-``, score as seqeval scores IOBES: conlleval.pl knows no
+``S-`` (it takes ``S-PER S-PER`` for one chunk) and differs there.
 A chunk is a maximal run of tokens of one type:
 
   it ENDS after a token when the next tag is O, B or S, or of another type, or when the token

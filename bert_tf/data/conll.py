@@ -76,8 +76,10 @@ def read_conll(path, label_column=-1, labelled=True):
       with one column has no tags (``tags`` None), a file with more is read as labelled.
 
   Raises:
-    BertTfError: the file is missing or unreadable, or a token line has too few columns
-      (the message names file and line).
+    BertTfError: the file is missing or unreadable, a token line has too few columns, or
+      another number of columns than the file's first token line (a word with a space in
+      a tab-separated file shifted its columns: another word and tag were read without a
+      word; conlleval refuses such files too). The message names file and line.
   """
   if label_column == 0:
     raise BertTfError("--label_column 0 is the word's column; the tag is in another "
@@ -91,6 +93,7 @@ def read_conll(path, label_column=-1, labelled=True):
   sentences = []
   words, tags, start = [], [], None
   has_tags = None
+  width = None  # the columns of the file's first token line
 
   def end_sentence():
     nonlocal words, tags, start
@@ -108,10 +111,15 @@ def read_conll(path, label_column=-1, labelled=True):
       continue
     if has_tags is None:
       has_tags = labelled or len(columns) > 1
+      width = (len(columns), number)
     need = max(2, label_column + 1 if label_column >= 0 else 1 - label_column) if has_tags else 1
     if len(columns) < need:
       raise BertTfError(f"{path}:{number}: {len(columns)} column(s), expected at least {need} "
                         f"(the word, and its tag in column {label_column})")
+    if len(columns) != width[0]:
+      raise BertTfError(f"{path}:{number}: {len(columns)} column(s), line {width[1]} has "
+                        f"{width[0]}: every line of a CoNLL file has the same columns (a word "
+                        "with a space in it?)")
     if start is None:
       start = f"{path}:{number}"
     words.append(columns[0])
@@ -131,11 +139,19 @@ def _pad(values, length):
   return list(values) + [0] * (length - len(values))
 
 
+def _line_of(sentence, word_index):
+  """``file:line`` of a sentence's word: its words are consecutive lines from ``source``."""
+  if not sentence.source:
+    return ""
+  path, _, line = sentence.source.rpartition(":")
+  return f"{path}:{int(line) + word_index}" if line.isdigit() else sentence.source
+
+
 def convert_sentences(sentences, label_list, max_seq_length, tokenizer, where=""):
   """Tagged sentences -> ``TokenFeatures`` (see the module docstring), in order.
 
   Raises:
-    BertTfError: a tag that is not in ``label_list`` (names the sentence's file and line).
+    BertTfError: a tag that is not in ``label_list`` (names the word's file and line).
   """
   if max_seq_length < 3:
     raise BertTfError(f"--max_seq_length {max_seq_length}: token classification needs at "
@@ -148,10 +164,10 @@ def convert_sentences(sentences, label_list, max_seq_length, tokenizer, where=""
     pieces = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))[:room]
               for word in sentence.words]
     if sentence.tags is not None:
-      for word, tag in zip(sentence.words, sentence.tags):
+      for word_index, (word, tag) in enumerate(zip(sentence.words, sentence.tags)):
         if tag not in label_ids:
-          raise BertTfError(f"{sentence.source or where}: tag {tag!r} of {word!r} is not one "
-                            f"of the labels ({', '.join(label_list)})")
+          raise BertTfError(f"{_line_of(sentence, word_index) or where}: tag {tag!r} of "
+                            f"{word!r} is not one of the labels ({', '.join(label_list)})")
     first = 0
     while first < len(pieces):
       ids, mask, labels, words = [cls_id], [0], [0], []

@@ -139,6 +139,30 @@ def test_bad_files_name_file_and_line(tmp_path):
     conll.read_conll(str(path))
 
 
+def test_a_line_of_other_columns_is_refused_and_a_bad_tag_named_at_its_line(
+    tmp_path, uncased_vocab):
+  """A word with a space in a tab-separated file ("New York\tNNP\tI-LOC") shifted its columns:
+  "New" was read with the last column's tag and "York" lost, exit 0 (conlleval.pl refuses
+  lines of another width). An unlabelled test file whose later line has a tag is refused
+  alike (its tags were ignored). A tag outside the labels is named at its own line (the
+  sentence's first line was named)."""
+  path = tmp_path / "dev.txt"
+  path.write_text("EU\tNNP\tB-ORG\nNew York\tNNP\tI-LOC\n", encoding="utf-8")
+  with pytest.raises(BertTfError) as error:
+    conll.read_conll(str(path))
+  assert str(error.value) == (f"{path}:2: 4 column(s), line 1 has 3: every line of a CoNLL "
+                              "file has the same columns (a word with a space in it?)")
+  path.write_text("Paris\n\nRome NNP\n", encoding="utf-8")
+  with pytest.raises(BertTfError, match=r"dev\.txt:3: 2 column\(s\), line 1 has 1"):
+    conll.read_conll(str(path), labelled=False)
+  path.write_text("-DOCSTART- O\n\nSome O\nwords O\nParis B-LOC\nrocks B-MISC\n",
+                  encoding="utf-8")
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  with pytest.raises(BertTfError, match=r"dev\.txt:6: tag 'B-MISC' of 'rocks' is not one of "
+                                        r"the labels \(O, B-LOC\)"):
+    conll.convert_sentences(conll.read_conll(str(path)), ["O", "B-LOC"], 16, tokenizer)
+
+
 def test_label_column_0_is_refused(tmp_path):
   path = tmp_path / "train.txt"
   path.write_text("EU B-ORG\n", encoding="utf-8")
