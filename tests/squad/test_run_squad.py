@@ -213,8 +213,8 @@ def test_v1_scores_are_the_official_scripts(v1_run, official_v1):
   assert scores == pytest.approx(expected) and set(scores) == set(expected)
   assert results["eval"] == scores
   lines = (out / "eval_results.txt").read_text().splitlines()
-  assert lines == [f"exact_match = {np.float32(scores['exact_match'])}",
-                   f"f1 = {np.float32(scores['f1'])}", "global_step = 5"]
+  assert lines == [f"exact_match = {np.float32(scores['exact_match'])!s}",
+                   f"f1 = {np.float32(scores['f1'])!s}", "global_step = 5"]
 
 
 def test_v1_predict_only_from_the_google_checkpoint(v1_run, uncased_vocab):

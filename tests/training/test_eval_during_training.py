@@ -396,7 +396,7 @@ def test_a_resume_on_another_dev_set_chooses_its_best_on_that_set(tmp_path, unca
       tf.distribute.get_strategy(), data_dir=str(other), max_seq_length=16, do_eval=True,
       eval_batch_size=2, init_checkpoint=str(out / "ckpt-12"))["eval"]
   text = (out / "eval_results.txt").read_text()
-  assert f"eval_loss = {np.float32(alone['eval_loss'])}\n" in text
+  assert f"eval_loss = {np.float32(alone['eval_loss'])!s}\n" in text
   assert new[-1]["eval_loss"] == alone["eval_loss"]
   # Trained on without evaluating: best/ stays, and the run says so.
   kept = (out / "best" / "best.json").read_text()
