@@ -20,6 +20,7 @@
 
 import argparse
 import glob
+import io
 import json
 import math
 import os
@@ -271,34 +272,42 @@ def _embed(args, out):
   else:
     vectors = bert.embed(_as_input(items), pooling=args.pooling, layers=args.layers,
                          combine=args.combine)
+  # Both outputs or neither, the earlier ones as they were until both are whole: made in
+  # memory, then written together (fileio.write_together).
+  files = {}
   if args.output_file and args.output_file.endswith(".npy"):
-    with fileio.atomic_write(args.output_file, "wb") as f:
-      np.save(f, vectors)
+    buffer = io.BytesIO()
+    np.save(buffer, vectors)
+    files[args.output_file] = buffer.getvalue()
   elif args.output_file:
-    with fileio.atomic_write(args.output_file, "w") as f:
-      for i, ((a, b), vector) in enumerate(zip(items, vectors)):
-        row = {"index": i, "text": a}
-        if b is not None:
-          row["text_b"] = b
-        if groups:
-          row["group"] = groups[i]
-        if args.word is not None:
-          row["word"] = args.word
-        row["embedding"] = [round(float(x), 6) for x in vector]
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
-  if args.output_file:
-    out.write(f"wrote {len(vectors)} embeddings of size {vectors.shape[1]} to "
-              f"{args.output_file}\n")
+    rows = []
+    for i, ((a, b), vector) in enumerate(zip(items, vectors)):
+      row = {"index": i, "text": a}
+      if b is not None:
+        row["text_b"] = b
+      if groups:
+        row["group"] = groups[i]
+      if args.word is not None:
+        row["word"] = args.word
+      row["embedding"] = [round(float(x), 6) for x in vector]
+      rows.append(json.dumps(row, ensure_ascii=False) + "\n")
+    files[args.output_file] = "".join(rows)
   if args.plot:
     what = f"'{args.word}'" if args.word is not None else f"{args.pooling} embeddings"
     texts = [a if b is None else f"{a} ||| {b}" for a, b in items]
     if args.plot.endswith(".html"):
-      visualize.pca_scatter_html(vectors, texts, args.plot, title=f"PCA of {what}",
-                                 groups=groups)
+      files[args.plot] = visualize.pca_scatter_html(vectors, texts, title=f"PCA of {what}",
+                                                    groups=groups)
     else:
-      visualize.pca_scatter_png(vectors, texts, args.plot, title=f"PCA of {what}",
-                                dpi=args.dpi, groups=groups, label_mode=args.labels,
-                                focus=args.word)
+      from bert_tf.visualize.png import png_bytes  # pylint: disable=import-outside-toplevel
+      files[args.plot] = png_bytes(visualize.pca_scatter_figure(
+          vectors, texts, title=f"PCA of {what}", dpi=args.dpi, groups=groups,
+          label_mode=args.labels, focus=args.word))
+  fileio.write_together(files)
+  if args.output_file:
+    out.write(f"wrote {len(vectors)} embeddings of size {vectors.shape[1]} to "
+              f"{args.output_file}\n")
+  if args.plot:
     out.write(f"wrote {args.plot}\n")
 
 
@@ -334,7 +343,7 @@ def _tag(args, out):
 
 
 def _attention(args, out):
-  from bert_tf import visualize  # pylint: disable=import-outside-toplevel
+  from bert_tf import fileio, visualize  # pylint: disable=import-outside-toplevel
   if len(args.text) > 2:
     raise BertTfError(f"attention takes one text or a pair, got {len(args.text)} texts")
   if not (args.output_html or args.output_png):
@@ -348,25 +357,20 @@ def _attention(args, out):
   attentions = np.stack(result.attentions)[:, 0, :, :len(tokens), :len(tokens)]  # [L,N,S,S]
   # A pair: sentence B starts at the first token of segment 1 (the view's sentence filter).
   sentence_b_start = int(np.argmax(result.input_type_ids[0])) if len(args.text) == 2 else None
-  # Both pictures or neither: the PNG (where --layers/--heads can be wrong) is drawn first, and
-  # a picture written by this call is removed again when the other one fails.
-  written = []
-  try:
-    if args.output_png:
-      # Several files when the grid is split to keep its token labels readable.
-      written.extend(visualize.attention_heatmaps_png(
-          tokens, attentions, args.output_png, layers=args.layers, heads=args.heads,
-          cell_inches=args.cell_inches, dpi=args.dpi))
-    if args.output_html:
-      visualize.head_view_html(tokens, attentions, args.output_html,
-                               title=f"Attention: {' ||| '.join(args.text)}",
-                               sentence_b_start=sentence_b_start, layers=args.layers,
-                               heads=args.heads)
-      written.append(args.output_html)
-  except BaseException:
-    for path in written:
-      os.remove(path)
-    raise
+  # Both pictures or neither, the earlier ones as they were until both are whole: the HTML is
+  # made in memory and written together with the PNG file(s) (fileio.write_together).
+  html = {}
+  if args.output_html:
+    html[args.output_html] = visualize.head_view_html(
+        tokens, attentions, title=f"Attention: {' ||| '.join(args.text)}",
+        sentence_b_start=sentence_b_start, layers=args.layers, heads=args.heads)
+  if args.output_png:
+    # Several files when the grid is split to keep its token labels readable.
+    written = visualize.attention_heatmaps_png(
+        tokens, attentions, args.output_png, layers=args.layers, heads=args.heads,
+        cell_inches=args.cell_inches, dpi=args.dpi, also=html) + list(html)
+  else:
+    written = fileio.write_together(html)
   for path in written:
     out.write(f"wrote {path}\n")
 

@@ -33,6 +33,8 @@ n-th pass: a training step or checkpoint keeps its number across a resumed run. 
                     best/checkpoint, best.json not yet rewritten
   atomic_write      ``fileio.atomic_write``: the temporary file is whole and closed, before
                     the rename onto the target (n-th write of the process)
+  write_together    ``fileio.write_together``: every file of the output is whole under its
+                    temporary name, none renamed yet (n-th such output of the process)
   workers_register  multi_worker_mirrored: this task waits for the cluster's other tasks to
                     register, its SIGTERM handler the script's again (TensorFlow set its
                     own; ``training/registration.py``): use ``announce``, the wait goes on

@@ -209,6 +209,34 @@ def atomic_write(path, mode="w"):
     raise
 
 
+def write_together(contents):
+  """Writes several files as one output: ``{path: str or bytes}``, each under a temporary
+  name first, renamed onto its path only once every one is whole. A failure (a full disk, an
+  error, Ctrl-C) before then leaves every earlier file as it was and no temporary file; a kill
+  leaves the earlier files as they were too (its temporary files go with the next write of
+  their names). Only the renames themselves, moments, can be cut between.
+
+  Returns:
+    The paths written (list of str, in ``contents``'s order).
+  """
+  temps = {}
+  try:
+    for path, data in contents.items():
+      make_parent(path)
+      remove_stale_temps(path)
+      temps[path] = temp_name(path)
+      with open_file(temps[path], "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    faults.point("write_together")
+  except BaseException:
+    for tmp in temps.values():
+      discard(tmp)
+    raise
+  for path, tmp in temps.items():
+    commit(tmp, path)
+  return list(contents)
+
+
 def copy_atomically(source, target):
   """Copies ``source`` to ``target`` through a temporary name (``gs://`` paths work)."""
   remove_stale_temps(target)

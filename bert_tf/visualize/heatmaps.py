@@ -9,7 +9,8 @@ import re
 import numpy as np
 
 from bert_tf.visualize.attention_html import as_attention, select_indexes
-from bert_tf.visualize.png import new_figure, save_png
+from bert_tf import fileio
+from bert_tf.visualize.png import new_figure, png_bytes
 
 
 # A figure stays under about this many inches a side (4000 px at 100 dpi) ...
@@ -110,30 +111,29 @@ def attention_heatmaps_figure(tokens, attentions, layers=None, heads=None, cell_
 
 
 def attention_heatmaps_png(tokens, attentions, path, layers=None, heads=None, cell_inches=None,
-                           dpi=100):
-  """``attention_heatmaps_figure`` saved as PNG (each atomically). Returns the paths written:
-  ``[path]``, or, for a grid that ``heatmap_pages`` splits to keep its labels readable, one
-  file per block named ``<stem>-layers<a>-<b>-heads<c>-<d>.png`` beside ``path``. The earlier
-  files of this name that these replace (``path``, or blocks of that form) are removed."""
+                           dpi=100, also=None):
+  """``attention_heatmaps_figure`` saved as PNG. Returns the paths written: ``[path]``, or, for
+  a grid that ``heatmap_pages`` splits to keep its labels readable, one file per block named
+  ``<stem>-layers<a>-<b>-heads<c>-<d>.png`` beside ``path``. All of them or none
+  (``fileio.write_together``: a failure or a kill leaves the earlier pictures as they were);
+  then the earlier files of this name that these replace (``path``, or blocks of that form)
+  are removed. ``also``: ``{path: text or bytes}`` written together with them (the CLI's
+  HTML view of the same text)."""
   tokens = [str(t) for t in tokens]
   attentions = as_attention(attentions, tokens)
   rows = select_indexes(layers, attentions.shape[0], "layer")
   cols = select_indexes(heads, attentions.shape[1], "head")
   pages = heatmap_pages(len(tokens), rows, cols, cell_inches)
   stem, ext = os.path.splitext(path)
-  written = []
-  try:
-    for page_rows, page_cols in pages:
-      target = path if len(pages) == 1 else (
-          f"{stem}-layers{page_rows[0]}-{page_rows[-1]}-heads{page_cols[0]}-{page_cols[-1]}"
-          f"{ext or '.png'}")
-      figure = attention_heatmaps_figure(tokens, attentions, layers=page_rows, heads=page_cols,
-                                         cell_inches=cell_inches, dpi=dpi)
-      written.append(save_png(figure, target))
-  except BaseException:
-    for done in written:  # All of them or none.
-      os.remove(done)
-    raise
+  files = {}
+  for page_rows, page_cols in pages:
+    target = path if len(pages) == 1 else (
+        f"{stem}-layers{page_rows[0]}-{page_rows[-1]}-heads{page_cols[0]}-{page_cols[-1]}"
+        f"{ext or '.png'}")
+    figure = attention_heatmaps_figure(tokens, attentions, layers=page_rows, heads=page_cols,
+                                       cell_inches=cell_inches, dpi=dpi)
+    files[target] = png_bytes(figure)
+  written = [p for p in fileio.write_together({**files, **(also or {})}) if p in files]
   # The earlier pictures of this name that these replace (another text's split blocks, or its
   # one file): left beside the new ones, they were taken for this text's.
   block = re.compile(re.escape(os.path.basename(stem)) + r"-layers\d+-\d+-heads\d+-\d+" +

@@ -27,12 +27,17 @@ def new_figure(width_inches, height_inches, dpi=100, layout=None):
   return figure
 
 
-def save_png(figure, path):
-  # No bbox_inches="tight": the picture is exactly figsize * dpi pixels, and the layout engine
-  # has already made room for every label, title and the colour bar inside it.
+def png_bytes(figure):
+  """The figure as PNG bytes. No bbox_inches="tight": the picture is exactly figsize * dpi
+  pixels, and the layout engine has already made room for every label, title and the colour
+  bar inside it."""
   buffer = io.BytesIO()
   figure.savefig(buffer, format="png", dpi=figure.dpi)
+  return buffer.getvalue()
+
+
+def save_png(figure, path):
   with fileio.atomic_write(path, "wb") as f:
-    f.write(buffer.getvalue())
+    f.write(png_bytes(figure))
   return path
 

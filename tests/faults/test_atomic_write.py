@@ -4,10 +4,14 @@ exception half-way keeps the old content and leaves no temporary file."""
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 
 from bert_tf import fileio
+from tests.faults import hook
 
 
 def _temps(folder, target="out.txt"):
@@ -85,3 +89,59 @@ def test_copy_atomically_failing_half_way_keeps_the_old_content_and_leaves_no_te
     fileio.copy_atomically(str(source), str(target))
   assert target.read_text() == "old\n"
   assert sorted(os.listdir(tmp_path)) == ["out.txt", "source.txt"]
+
+
+def test_write_together_renames_only_once_every_file_is_whole(tmp_path, monkeypatch):
+  """Several files as one output: an error writing the second, or Ctrl-C once both are whole
+  but none renamed, leaves both earlier files as they were and no temporary file; success
+  replaces both."""
+  from bert_tf import faults  # pylint: disable=import-outside-toplevel
+  a, b = tmp_path / "a.png", tmp_path / "b.html"
+  a.write_bytes(b"old png")
+  b.write_text("old html")
+  with pytest.raises(TypeError):
+    fileio.write_together({str(a): b"new png", str(b): 42})  # not text: fails mid-way
+  assert (a.read_bytes(), b.read_text()) == (b"old png", "old html")
+  assert sorted(os.listdir(tmp_path)) == ["a.png", "b.html"]
+
+  def interrupted(name, number=None):
+    if name == "write_together":
+      raise KeyboardInterrupt()
+  monkeypatch.setattr(faults, "point", interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    fileio.write_together({str(a): b"new png", str(b): "new html"})
+  assert (a.read_bytes(), b.read_text()) == (b"old png", "old html")
+  assert sorted(os.listdir(tmp_path)) == ["a.png", "b.html"]
+  monkeypatch.undo()
+  assert fileio.write_together({str(a): b"new png", str(b): "new html"}) == [str(a), str(b)]
+  assert (a.read_bytes(), b.read_text()) == (b"new png", "new html")
+  assert sorted(os.listdir(tmp_path)) == ["a.png", "b.html"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_attention_pictures_stopped_before_they_are_whole_leave_the_earlier_pair(
+    tmp_path, minilm_path, signum):
+  """`bert_tf attention --output_png --output_html` over an earlier pair, stopped (Ctrl-C,
+  SIGTERM: the CLI stops at once) when the new PNG and HTML are whole but not yet renamed:
+  both earlier pictures stay as they were (the PNG used to be replaced first, so the pair
+  was of two texts, or the PNG lost on a failure); the next run removes the temporary files
+  and writes the new pair."""
+  png, html = tmp_path / "heads.png", tmp_path / "heads.html"
+  png.write_bytes(b"earlier png")
+  html.write_text("earlier html")
+  ready = tmp_path / "ready"
+  command = [sys.executable, "-m", "bert_tf", "attention", f"--model={minilm_path}",
+             "--layers=0", "--heads=0", f"--output_png={png}", f"--output_html={html}",
+             "A different text."]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  process = subprocess.Popen(command, env=hook.env(env, "write_together", ready=ready),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  hook.wait_at_point(process, ready)
+  process.send_signal(signum)
+  _, err = process.communicate(timeout=120)
+  assert process.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], err
+  assert (png.read_bytes(), html.read_text()) == (b"earlier png", "earlier html")
+  again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert png.read_bytes().startswith(b"\x89PNG") and "A different text." in html.read_text()
+  assert sorted(os.listdir(tmp_path)) == ["heads.html", "heads.png", "ready"]
