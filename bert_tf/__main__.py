@@ -34,7 +34,8 @@ from bert_tf import quiet
 # (--verbosity=N brings them back).
 quiet.setup()
 
-from bert_tf.errors import BertTfError  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.errors import (  # noqa: E402  pylint: disable=wrong-import-position
+    BertTfError, environment_error)
 
 PROG = "bert_tf"
 
@@ -427,6 +428,12 @@ def main(argv=None, out=None):
     _COMMANDS[args.command](args, out or sys.stdout)
   except BertTfError as e:
     print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+    return 1
+  except Exception as e:  # pylint: disable=broad-except
+    line = environment_error(e)  # a full disk, a read-only folder: one line, no traceback
+    if line is None:
+      raise
+    print(f"{PROG} {args.command}: error: {line}", file=sys.stderr)
     return 1
   return 0
 

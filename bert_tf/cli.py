@@ -19,7 +19,7 @@ from absl import flags  # pylint: disable=wrong-import-position
 
 from bert_tf import flag_ranges  # pylint: disable=wrong-import-position
 
-from bert_tf.errors import BertTfError, shortened
+from bert_tf.errors import BertTfError, environment_error, shortened
 
 
 # --preserve_unused_tokens, as each script that tokenizes defines it (the original's flag,
@@ -128,6 +128,12 @@ def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None, positional_arg
       return main(argv)
     except BertTfError as e:
       print(f"{_prog()}: error: {e}", file=sys.stderr)
+      sys.exit(1)
+    except Exception as e:  # pylint: disable=broad-except
+      line = environment_error(e)  # a full disk, a read-only folder: one line, no traceback
+      if line is None:
+        raise
+      print(f"{_prog()}: error: {line}", file=sys.stderr)
       sys.exit(1)
     except KeyboardInterrupt as e:
       # No traceback. Outputs are written under temporary names, so none is half-written.

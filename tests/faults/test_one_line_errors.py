@@ -419,3 +419,51 @@ def test_labels_and_squad_files_that_are_not_utf8_and_a_tiny_max_seq_length(
   (data / "labels.txt").write_bytes(b"\xef\xbb\xbfham\r\nspam\r\n")
   labels = glue.get_processor("user", data_dir=str(data)).get_labels()
   assert list(labels) == ["ham", "spam"]
+
+
+def test_a_full_disk_or_read_only_folder_is_one_line():
+  """A full disk met while writing (a read-only folder, a quota): the machine's state, not a
+  bug: the scripts' one line naming the file and exit 1 (a traceback ended in OSError, or
+  TensorFlow's ResourceExhaustedError for a file written through tf.io.gfile); other errors
+  keep their tracebacks."""
+  import errno  # pylint: disable=import-outside-toplevel
+  from bert_tf.errors import environment_error  # pylint: disable=import-outside-toplevel
+  assert environment_error(OSError(errno.ENOSPC, "No space left on device", "/o/x.npy")) == \
+      "/o/x.npy: No space left on device"
+  assert environment_error(PermissionError(errno.EACCES, "Permission denied")) == \
+      "Permission denied"
+  assert environment_error(FileNotFoundError(errno.ENOENT, "No such file", "/o")) is None
+  assert environment_error(ValueError("a bug")) is None
+  full = tf.errors.ResourceExhaustedError(None, None, "/o/m.safetensors; No space left on device")
+  assert environment_error(full) == "/o/m.safetensors; No space left on device"
+  oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+  assert environment_error(oom) is None
+  code = ("import errno, sys\n"
+          "sys.argv = ['write.py']\n"
+          "from bert_tf import cli\n"
+          "def main(argv):\n"
+          "  raise OSError(errno.ENOSPC, 'No space left on device', '/o/out.txt')\n"
+          "cli.run(main)\n")
+  result = run_script("-c", code)
+  assert error_line(result) == "write.py: error: /o/out.txt: No space left on device"
+
+
+def test_the_cli_on_a_full_disk_is_one_line(tmp_path, minilm_path, monkeypatch, capsys):
+  """python -m bert_tf embed when the disk fills while its file is written: one line, exit 1,
+  no temporary file left."""
+  import errno  # pylint: disable=import-outside-toplevel
+  from bert_tf import __main__ as cli_module, fileio  # pylint: disable=import-outside-toplevel
+  real = fileio.open_file
+
+  def full(path, mode="r"):
+    if "w" in mode:
+      raise OSError(errno.ENOSPC, "No space left on device", path)
+    return real(path, mode)
+  monkeypatch.setattr(fileio, "open_file", full)
+  out = tmp_path / "e.npy"
+  status = cli_module.main(["embed", f"--model={minilm_path}", f"--output_file={out}",
+                            "one text"])
+  err = capsys.readouterr().err.strip().splitlines()
+  assert status == 1 and err[-1] == f"bert_tf embed: error: {out}: No space left on device"
+  assert "Traceback" not in "".join(err)
+  assert os.listdir(tmp_path) == []
