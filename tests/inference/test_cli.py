@@ -89,9 +89,9 @@ def test_attention_html_and_png(tiny_google, tiny_bert, capsys, tmp_path):
 
 def test_embed_outputs_and_word_sense_plot(minilm_bert, minilm_path, capsys, tmp_path,
                                            monkeypatch):
-  from bert_tf.visualize import scatter  # pylint: disable=import-outside-toplevel
-  figures, save_png = [], scatter.save_png
-  monkeypatch.setattr(scatter, "save_png", lambda f, path: figures.append(f) or save_png(f, path))
+  from bert_tf.visualize import png  # pylint: disable=import-outside-toplevel
+  figures, png_bytes = [], png.png_bytes
+  monkeypatch.setattr(png, "png_bytes", lambda f: figures.append(f) or png_bytes(f))
   lines = ["river\tHe sat on the bank of the river.",
            "river\tThe river bank was muddy.",
            "money\tShe deposited cash at the bank.",
