@@ -757,7 +757,7 @@ def get_tfds_examples(task, split, data_dir=None, allow_empty_text=False):
 
 # === do_predict outputs ===
 
-def write_test_results(path, probabilities, num_actual_examples=None):
+def write_test_results(path, probabilities, num_actual_examples=None, into=None):
   """Writes the original's test_results.tsv: one line per example, its class probabilities
   (float32, as str() prints them) separated by tabs; one value per line for regression.
 
@@ -765,6 +765,8 @@ def write_test_results(path, probabilities, num_actual_examples=None):
     path: output file, written atomically.
     probabilities: [N, num_labels] (or [N] / [N, 1] for regression) array-like.
     num_actual_examples: keep only the first rows (drops the batch padding); default all.
+    into: a dict: the text goes into ``into[path]`` instead, to be written with the other
+      outputs of the run (``fileio.write_together``).
   """
   values = np.asarray(probabilities, dtype=np.float32)
   if values.ndim == 1:
@@ -773,13 +775,17 @@ def write_test_results(path, probabilities, num_actual_examples=None):
     if num_actual_examples > len(values):
       raise ValueError(f"{num_actual_examples} examples asked, {len(values)} predicted")
     values = values[:num_actual_examples]
-  with fileio.atomic_write(path, "w") as f:
-    for row in values:
-      f.write("\t".join(str(p) for p in row) + "\n")
+  text = "".join("\t".join(str(p) for p in row) + "\n" for row in values)
+  if into is not None:
+    into[path] = text
+  else:
+    with fileio.atomic_write(path, "w") as f:
+      f.write(text)
   return path
 
 
-def write_glue_submission(output_dir, task, split, predictions, num_actual_examples=None):
+def write_glue_submission(output_dir, task, split, predictions, num_actual_examples=None,
+                          into=None):
   """Writes the file the GLUE server expects for one predict split.
 
   Format: header "index\\tprediction", then one line per test example in file order, index
@@ -792,6 +798,7 @@ def write_glue_submission(output_dir, task, split, predictions, num_actual_examp
     predictions: [N] label ids, or [N, num_labels] probabilities/logits (argmax is taken);
       STS-B: [N] or [N, 1] scores.
     num_actual_examples: keep only the first rows (drops the batch padding).
+    into: as ``write_test_results``'s.
 
   Returns:
     The path written.
@@ -809,9 +816,12 @@ def write_glue_submission(output_dir, task, split, predictions, num_actual_examp
   if num_actual_examples is not None:
     values = values[:num_actual_examples]
   path = os.path.join(output_dir, file_name)
-  with fileio.atomic_write(path, "w") as f:
-    f.write("index\tprediction\n")
-    for index, value in enumerate(values):
-      text = f"{value:.3f}" if task.is_regression else task.labels[int(value)]
-      f.write(f"{index}\t{text}\n")
+  lines = ["index\tprediction\n"] + [
+      f"{index}\t{f'{value:.3f}' if task.is_regression else task.labels[int(value)]}\n"
+      for index, value in enumerate(values)]
+  if into is not None:
+    into[path] = "".join(lines)
+  else:
+    with fileio.atomic_write(path, "w") as f:
+      f.write("".join(lines))
   return path

@@ -305,9 +305,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size,
   return SquadPredictions(all_predictions, all_nbest_json, scores_diff_json)
 
 
-def _write_json(path, obj):
-  with fileio.atomic_write(path, "w") as writer:
-    writer.write(json.dumps(obj, indent=4) + "\n")
+def _json_text(obj):
+  return json.dumps(obj, indent=4) + "\n"
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size,
@@ -315,7 +314,8 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
                       output_nbest_file, output_null_log_odds_file,
                       version_2_with_negative=False, null_score_diff_threshold=0.0,
                       verbose_logging=False, basic_tokenizer=None):
-  """``compute_predictions``, then writes the original's three JSON files, atomically.
+  """``compute_predictions``, then writes the original's three JSON files, together
+  (``fileio.write_together``: all new, or all as they were).
 
   predictions.json ({qas_id: text}), nbest_predictions.json ({qas_id: [n-best entries]})
   and, for v2 only, null_odds.json ({qas_id: null - best non-null score}); each is
@@ -330,10 +330,12 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
       version_2_with_negative=version_2_with_negative,
       null_score_diff_threshold=null_score_diff_threshold, verbose_logging=verbose_logging,
       basic_tokenizer=basic_tokenizer)
-  _write_json(output_prediction_file, result.predictions)
-  _write_json(output_nbest_file, result.nbest)
+  # The three files as one output (a stop between them mixed two runs' files).
+  files = {output_prediction_file: _json_text(result.predictions),
+           output_nbest_file: _json_text(result.nbest)}
   if version_2_with_negative:
-    _write_json(output_null_log_odds_file, result.null_odds)
+    files[output_null_log_odds_file] = _json_text(result.null_odds)
+  fileio.write_together(files)
   return result
 
 

@@ -589,6 +589,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
 
   if do_predict:
     results["predict"] = {}
+    # Every predict split's files at once, when all are made (fileio.write_together): a run
+    # stopped during MNLI's second split left the first's new files beside the second's old.
+    outputs_of_run = {}
     for i, split in enumerate(glue_task.predict_splits):
       examples = predict_examples[split]
       predict_file = features(examples, "predict", split, i == 0, predict_batch_size)
@@ -604,11 +607,14 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
       results["predict"][split] = path
       if not chief:
         continue
-      glue.write_test_results(path, values, num_actual_examples=len(examples))
+      glue.write_test_results(path, values, num_actual_examples=len(examples),
+                              into=outputs_of_run)
       results["predict"][split] = path
       if glue_task.predict_splits[split]:
         glue.write_glue_submission(output_dir, glue_task, split, values,
-                                   num_actual_examples=len(examples))
+                                   num_actual_examples=len(examples), into=outputs_of_run)
+    if chief:
+      fileio.write_together(outputs_of_run)
 
   if export_dir and chief:
     from bert_tf import export  # pylint: disable=import-outside-toplevel

@@ -292,3 +292,40 @@ def test_tfds_gives_the_same_eval_as_the_tsv_files(tmp_path, uncased_vocab):
     from_tfds = run("tfds", use_tfds=True, data_dir=str(tmp_path / "no_tfds_data"))
   assert from_tfds == from_files and set(from_files) == {"eval_accuracy", "eval_loss", "loss",
                                                          "global_step"}
+
+
+def test_mnlis_predict_files_are_written_together(tmp_path, uncased_vocab, monkeypatch):
+  """MNLI predicts two test splits; their four files (test_results.tsv, MNLI-m.tsv and the
+  mismatched pair) are one output: a run failing during the second split's inference leaves
+  every earlier file as it was (the first split's were already replaced); a whole run writes
+  all four."""
+  config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
+  out = tmp_path / "out"
+  out.mkdir()
+  names = ["MNLI-m.tsv", "MNLI-mm.tsv", "test_results.tsv", "test_results_test_mismatched.tsv"]
+  for name in names:
+    (out / name).write_text("earlier\n")
+  calls = []
+  real = classifier.run_inference
+
+  def failing_second(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+      raise RuntimeError("stopped in the second split")
+    return real(*args, **kwargs)
+  args = dict(data_dir=str(FIXTURES / "glue" / "MNLI"), max_seq_length=16, do_predict=True,
+              predict_batch_size=4, init_checkpoint=None)
+  monkeypatch.setattr(classifier, "run_inference", failing_second)
+  google_dir = tmp_path / "google"
+  checkpoints.save_google_checkpoint(classifier.ClassifierTask(config, 3).build_model(),
+                                     str(google_dir / "bert_model.ckpt"))
+  args["init_checkpoint"] = str(google_dir / "bert_model.ckpt")
+  with pytest.raises(RuntimeError, match="second split"):
+    classifier.run_classifier(config, "MNLI", str(uncased_vocab), str(out),
+                              tf.distribute.get_strategy(), **args)
+  assert {n: (out / n).read_text() for n in names} == {n: "earlier\n" for n in names}
+  monkeypatch.setattr(classifier, "run_inference", real)
+  classifier.run_classifier(config, "MNLI", str(uncased_vocab), str(out),
+                            tf.distribute.get_strategy(), **args)
+  assert all((out / n).read_text() != "earlier\n" for n in names)
+  assert (out / "MNLI-mm.tsv").read_text().startswith("index\tprediction\n")
