@@ -230,6 +230,9 @@ def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):
   swap.check_not_around_working_folder(output_dir, name)
   paths.check_writable(name, output_dir, is_folder=True)  # e.g. a file on its path
   swap.restore_interrupted_overwrite(output_dir, is_previous_export)
+  # A killed export's half-made folder (``<output_dir>.tmp-<pid>-<hex>``), also when this run
+  # is then refused: it stayed until a later export went through.
+  fileio.remove_stale_temps(output_dir)
   if not tf.io.gfile.exists(output_dir):
     return
   if not tf.io.gfile.isdir(output_dir):

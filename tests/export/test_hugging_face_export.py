@@ -5,6 +5,8 @@ Hugging Face folder comes back as the very tensors transformers wrote."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -236,6 +238,28 @@ def test_output_dirs_refused_before_the_model_loads(google_folder, tmp_path, cap
   # A relative path in the working folder: the export, no temporary folder left beside it.
   assert cli_main(["export-hf", f"--model={google_folder}", "--output_dir=exported"]) == 0
   assert os.listdir(tmp_path / "here") == ["exported"]
+
+
+def test_a_killed_exports_half_made_folder_goes_even_when_the_next_run_is_refused(tmp_path):
+  """A killed export-hf --overwrite left ``<output_dir>.tmp-<pid>-<hex>`` (its half-made
+  folder): a later run refused (no --overwrite) kept it until an export went through; the
+  check of the output folder removes it now (a live process's is kept)."""
+  from bert_tf import fileio  # pylint: disable=import-outside-toplevel
+  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "notes.txt").write_text("mine")
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+  stale = tmp_path / f"out.tmp-{dead}-0123abcd"
+  live = tmp_path / f"out.tmp-{os.getpid()}-4567cdef"
+  for folder in (stale, live):
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"half")
+  with pytest.raises(bert_tf.BertTfError, match="is a folder with other files"):
+    hugging_face.check_output_dir(str(out), overwrite=False)
+  assert not stale.exists() and live.exists()
+  assert fileio.temp_target(live.name) == ("out", os.getpid())
 
 
 def test_a_masked_lm_without_next_sentence_is_a_bert_for_masked_lm(google_folder):
