@@ -63,7 +63,7 @@ def test_ctrl_c_and_sigterm_are_one_line_and_stop_at_once(signum, code, word):
 def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, tmp_path,
                                                                    signum, code, word):
   """Ctrl-C or SIGTERM while ``python -m bert_tf embed`` writes its output (it waits at the
-  fault point ``atomic_write``: the temporary file is whole, not yet renamed): one line, exit
+  fault point ``write_together``: the temporary file is whole, not yet renamed): one line, exit
   130 or 143, the temporary file stays behind (no unwinding), no output; the same command then
   removes it and writes the whole output."""
   from pydoc_data import topics  # pylint: disable=import-outside-toplevel
@@ -74,7 +74,7 @@ def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, 
   command = [sys.executable, "-m", "bert_tf", "embed", f"--model={minilm_path}",
              f"--input_file={tmp_path / 'lines.txt'}", f"--output_file={out / 'emb.jsonl'}"]
   env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-  process = hook.start_at_point(command, env, "atomic_write", 1, tmp_path / "ready", cwd=ROOT,
+  process = hook.start_at_point(command, env, "write_together", 1, tmp_path / "ready", cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   stderr = _signal_and_wait(process, signum)
   assert process.returncode == code, stderr[-2000:]
