@@ -177,9 +177,15 @@ class EvalDuringTraining:
                     "run's: kept in the file, compared with nothing of this run's")
     saved = best_step(self.best_dir)
     if saved is not None:
-      entry = self._entry(saved)
+      entry = self._entry(saved)  # this run's dev data's score of that step
       value = entry.get(self.metric) if entry else None
-      if not self._same_data(self._kept_info()):
+      kept = self._kept_info()
+      # best.json speaks for best/ only when it names its step (a kill between the
+      # checkpoint and best.json leaves the previous best's, maybe of other data).
+      chosen_elsewhere = ((kept.get("global_step") == saved and not self._same_data(kept)) or
+                          (value is None and any(e["global_step"] == saved
+                                                 for e in self.history)))
+      if chosen_elsewhere:
         self.progress(f"note: {self.best_dir} holds step {saved}, chosen on other dev data "
                       "than this run's: the next evaluation replaces it")
         value = None

@@ -245,6 +245,41 @@ def test_a_resume_on_other_dev_data_compares_nothing_with_the_old_scores(tmp_pat
   assert unmarked.evaluated(5) == {"global_step": 5, "eval_f1": 0.8}
 
 
+def test_a_kill_before_best_json_after_a_dev_data_change_keeps_this_runs_best(tmp_path):
+  """Run A scores step 10 (0.5, best); run B, on other dev data, resumes and scores step 20
+  at 0.3 (its best) and is killed between best/ckpt-20 and best.json (which still says step
+  10, data A). Resumed again on B: best/ is B's own step 20 at 0.3 (not "chosen on other dev
+  data"), best.json is mended, and a worse step 30 does not replace it."""
+  task = classifier.ClassifierTask(_config(), num_labels=2)
+  model = task.build_model()
+  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+         "segment_ids": tf.zeros([1, 4], tf.int32)})
+  values = iter([0.5, 0.25, 0.3, 0.2])
+  lines = []
+
+  def hook(data):
+    return eval_during.EvalDuringTraining(
+        tf.distribute.get_strategy(), model, lambda: {"eval_f1": next(values)},
+        str(tmp_path), "eval_f1", progress=lines.append, eval_data=data)
+
+  first = hook("A")
+  first.begin(0, resumed=False)
+  first.saved(10)
+  stale = (tmp_path / "best" / "best.json").read_text()
+  second = hook("B")
+  second.begin(10, resumed=True)                       # step 10 again on B: 0.25
+  second.saved(20)                                     # 0.3: B's best
+  (tmp_path / "best" / "best.json").write_text(stale)  # as a kill before best.json leaves it
+  lines.clear()
+  third = hook("B")
+  assert third.begin(20, resumed=True) is False
+  assert third.best == (20, 0.3) and not any("other dev data than this run's: the next"
+                                             in line for line in lines)
+  assert json.loads((tmp_path / "best" / "best.json").read_text())["global_step"] == 20
+  third.saved(30)                                      # 0.2: worse
+  assert third.best == (20, 0.3) and eval_during.best_step(str(tmp_path / "best")) == 20
+
+
 def test_data_fingerprints_tell_dev_data_apart(tmp_path):
   """The fingerprint changes with any part (examples, a length) and a file's size or first
   bytes; it stays for equal parts and for a file copied elsewhere (name, size, bytes)."""
