@@ -110,7 +110,7 @@ def run(config):
     if values:
       print(f"***** {title} *****")
       for key in sorted(values):
-        print(f"  {key} = {eval_results_text(values[key])}")
+        print(f"  {key} = {eval_results_text(values[key], float32=False)}")
   if "predict" in results:
     print(f"***** Predictions written to {results['predict']['predictions']} *****")
 

@@ -133,7 +133,7 @@ def main(argv):
   if "eval" in results:
     print("***** Eval results *****")
     for key, value in results["eval"].items():
-      print(f"  {key} = {eval_results_text(value)}")
+      print(f"  {key} = {eval_results_text(value, float32=False)}")
 
 
 def console_main():

@@ -810,25 +810,27 @@ def export_google_folder(model, bert_config, output_dir, global_step, vocab_file
   return google_dir
 
 
-def eval_results_text(value):
+def eval_results_text(value, float32=True):
   """A value as the original's ``eval_results.txt`` writes it: its metrics were float32
   numpy scalars, ``str()`` the shortest text that reads back as that float32
-  (``eval_loss = 0.68227947``); integers (``global_step``) as they are."""
+  (``eval_loss = 0.68227947``); integers (``global_step``) as they are. ``float32=False``:
+  floats whole (scores the original never wrote, such as the official SQuAD evaluation's)."""
   if isinstance(value, (bool, np.bool_)):
     return str(value)
   if isinstance(value, (int, np.integer)):
     return str(int(value))
   if isinstance(value, (float, np.floating)):
-    return str(np.float32(value))
+    return str(np.float32(value)) if float32 else repr(float(value))
   return str(value)
 
 
-def write_eval_results(path, results):
+def write_eval_results(path, results, float32=True):
   """``eval_results.txt`` as the original writes it: ``key = value`` lines, sorted by key,
-  numbers as ``eval_results_text``."""
+  numbers as ``eval_results_text`` (``float32=False`` for scores that are not the
+  Estimator's: SQuAD's, conlleval's)."""
   with fileio.atomic_write(path) as f:
     for key in sorted(results):
-      f.write(f"{key} = {eval_results_text(results[key])}\n")
+      f.write(f"{key} = {eval_results_text(results[key], float32)}\n")
 
 
 def summary_writer(model_dir, name="train"):

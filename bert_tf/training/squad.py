@@ -533,7 +533,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     scores = score(results["predict"]["files"])
     squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
     loop.write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
-                       dict(scores, global_step=global_step))
+                            dict(scores, global_step=global_step), float32=False)
     results["eval"] = scores
 
   if export_dir:

@@ -386,7 +386,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
       eval_results = evaluate_dev()
     eval_results["global_step"] = global_step
     if chief:
-      loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+      loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results,
+                              float32=False)
       write_tagged(os.path.join(output_dir, "eval_predictions.txt"), eval_sentences,
                    last_eval["predicted"])
     results["eval"] = eval_results
@@ -403,7 +404,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     if chief:
       write_tagged(results["predict"]["predictions"], predict_sentences, predicted)
       if labelled:
-        loop.write_eval_results(os.path.join(output_dir, "test_results.txt"), test_results)
+        loop.write_eval_results(os.path.join(output_dir, "test_results.txt"), test_results,
+                                float32=False)
       elif fileio.remove_stale_outputs([os.path.join(output_dir, "test_results.txt")]):
         progress("removed test_results.txt of an earlier run (test.txt has no tags now)")
   if chief:  # the run went through: its checkpoints fit this config

@@ -173,3 +173,6 @@ def test_eval_results_are_written_as_the_original_wrote_them(tmp_path):
                                       "eval_spearman": float("nan"), "steps": np.int64(5)})
   assert path.read_text() == ("eval_accuracy = 0.33333334\neval_loss = 0.68227947\n"
                               "eval_spearman = nan\nf1 = 100.0\nglobal_step = 12\nsteps = 5\n")
+  loop.write_eval_results(str(path), {"f1": 81.20151371807, "best_f1_thresh": -1.23456789},
+                          float32=False)
+  assert path.read_text() == "best_f1_thresh = -1.23456789\nf1 = 81.20151371807\n"
