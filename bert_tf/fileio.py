@@ -214,7 +214,8 @@ def write_together(contents):
   name first, renamed onto its path only once every one is whole. A failure (a full disk, an
   error, Ctrl-C) before then leaves every earlier file as it was and no temporary file; a kill
   leaves the earlier files as they were too (its temporary files go with the next write of
-  their names). Only the renames themselves, moments, can be cut between.
+  their names). Only the renames themselves, moments, can be cut between (a rename that
+  fails, say onto a folder made there meanwhile, leaves the files renamed before it).
 
   Returns:
     The paths written (list of str, in ``contents``'s order).
@@ -232,8 +233,14 @@ def write_together(contents):
     for tmp in temps.values():
       discard(tmp)
     raise
-  for path, tmp in temps.items():
-    commit(tmp, path)
+  try:
+    for path, tmp in list(temps.items()):
+      commit(tmp, path)
+      del temps[path]
+  except BaseException:  # e.g. a folder made where a file goes, meanwhile: no temps left
+    for tmp in temps.values():
+      discard(tmp)
+    raise
   return list(contents)
 
 

@@ -145,3 +145,13 @@ def test_attention_pictures_stopped_before_they_are_whole_leave_the_earlier_pair
   assert again.returncode == 0, again.stderr[-2000:]
   assert png.read_bytes().startswith(b"\x89PNG") and "A different text." in html.read_text()
   assert sorted(os.listdir(tmp_path)) == ["heads.html", "heads.png", "ready"]
+
+
+def test_write_together_leaves_no_temporary_file_when_a_rename_fails(tmp_path):
+  """A folder where the second file goes (made meanwhile): the rename fails; the first file is
+  replaced (renames are the one window), no temporary file is left."""
+  a = tmp_path / "a.txt"
+  (tmp_path / "b.txt").mkdir()
+  with pytest.raises(OSError):
+    fileio.write_together({str(a): "new", str(tmp_path / "b.txt"): "new"})
+  assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
