@@ -101,35 +101,39 @@ def remove_leftovers(output_files):
   return sorted(removed)
 
 
-_LAST_NUMBER = re.compile(r"\d+(?=\D*$)")
+_DIGITS = re.compile(r"\d+")
 
 
 def earlier_shards(output_files):
-  """Files beside ``output_files`` named as one of them but for its last number
-  (``train-7.tfrecord`` beside ``train-0.tfrecord``) that this run does not write: an earlier
-  run's shards, which a glob of the outputs (``train-*.tfrecord``, run_pretraining's
-  ``--input_file``) reads with this run's records. Local folders only.
+  """Files beside ``output_files`` numbered as they are but not among them, when the outputs
+  form a numbered series (two or more names that differ only in their numbers:
+  ``train-0.tfrecord``, ``train-1.tfrecord``; ``part-00000-of-00002``, ...): an earlier run's
+  shards (``train-7.tfrecord``, ``part-00003-of-00004``), which a glob of the outputs
+  (``train-*.tfrecord``, run_pretraining's ``--input_file``) reads with this run's records.
+  A single output is no series (``wiki_seq128`` beside ``wiki_seq512`` is another data set).
+  Local folders only.
 
   Returns:
     (paths, the glob that takes them and the outputs): paths sorted, [] if none.
   """
-  outputs = {_real(p) for p in output_files if not fileio.is_remote(p)}
-  found, globs = set(), []
+  series = {}
   for path in output_files:
     if fileio.is_remote(path):
       continue
     folder, name = os.path.split(path)
-    number = _LAST_NUMBER.search(name)
-    if not number:
+    series.setdefault((folder, _DIGITS.sub("#", name)), []).append(name)
+  outputs = {_real(p) for p in output_files if not fileio.is_remote(p)}
+  found, globs = set(), []
+  for (folder, skeleton), names in series.items():
+    if len(set(names)) < 2 or "#" not in skeleton:
       continue
-    head, tail = name[:number.start()], name[number.end():]
-    numbered = re.compile(re.escape(head) + r"\d+" + re.escape(tail))
+    numbered = re.compile(r"\d+".join(map(re.escape, skeleton.split("#"))))
     for other in _names(folder or "."):
       full = os.path.join(folder, other)
       if (numbered.fullmatch(other) and _real(full) not in outputs
           and os.path.isfile(full)):
         found.add(full)
-        globs.append(os.path.join(folder, f"{head}*{tail}"))
+        globs.append(os.path.join(folder, skeleton.replace("#", "*")))
   return sorted(found), (globs[0] if globs else None)
 
 

@@ -1,5 +1,6 @@
 """create_pretraining_data.py: bad output/input paths fail in one line, before anything is written."""
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -187,3 +188,18 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, vocab, workers):
             re.escape(str(tmp_path)) + r"/\.bert_tf-shards-[a-z0-9_]{8}/shard-\d+-\d+\.records")
   assert re.fullmatch(f"{PROG}: error: {failed}: No space left on device", last), last
   assert os.listdir(tmp_path) == []
+
+
+def test_earlier_shards_are_those_of_the_outputs_numbered_series(tmp_path):
+  """A single output is no series (phase 1's wiki_seq128 beside phase 2's wiki_seq512 is not
+  "an earlier run's"); a series numbered in its first number of two (part-00000-of-00002)
+  finds an earlier run's part-00003-of-00004, with a glob that reads the outputs too."""
+  from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
+  for name in ("wiki_seq512.tfrecord", "part-00003-of-00004", "part-00000-of-00002"):
+    (tmp_path / name).write_bytes(b"old")
+  assert output_checks.earlier_shards([str(tmp_path / "wiki_seq128.tfrecord")]) == ([], None)
+  outputs = [str(tmp_path / f"part-0000{i}-of-00002") for i in (0, 1)]
+  found, glob = output_checks.earlier_shards(outputs)
+  assert found == [str(tmp_path / "part-00003-of-00004")]
+  assert glob == str(tmp_path / "part-*-of-*")
+  assert all(fnmatch.fnmatch(path, glob) for path in outputs)
