@@ -309,7 +309,8 @@ def _record_file(output_dir, kind, split, first):
     "is_regression", "multi_label", "language", "classifier_dropout", "seed"))
 def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, data_dir=None,
                    use_tfds=False, init_checkpoint=None, do_lower_case=True,
-                   preserve_unused_tokens=False, max_seq_length=128, do_train=False, do_eval=False, do_predict=False,
+                   preserve_unused_tokens=False, max_seq_length=128, do_train=False,
+                   do_eval=False, do_predict=False,
                    train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                    learning_rate=5e-5, num_train_epochs=3.0, warmup_proportion=0.1,
                    save_checkpoints_steps=1000, keep_checkpoint_max=5, steps_per_loop=1000,
@@ -553,8 +554,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
           strategy, model, evaluate_dev, output_dir, best_metric,
           patience=early_stopping_patience, write_files=write_best_files, progress=progress,
           eval_data=eval_during.data_fingerprint(
-              "classifier", max_seq_length, [str(x) for x in label_list],
+              # (eval_batch_size: `loss` counts the padding of the last batch)
+              "classifier", max_seq_length, eval_batch_size, [str(x) for x in label_list],
               glue_task.is_regression, glue_task.multi_label,
+              classifier_features.tokenizer_fingerprint(tokenizer),
               {split: [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
                for split, examples in eval_examples.items()}))
     else:

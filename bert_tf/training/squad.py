@@ -490,13 +490,16 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
     hook = None
     if eval_during_training:
+      from bert_tf.data.classifier_features import (  # pylint: disable=import-outside-toplevel
+          tokenizer_fingerprint)
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate_dev, output_dir, best_metric,
           patience=early_stopping_patience,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
           progress=progress,
           eval_data=eval_during.data_fingerprint(
-              "squad", eval_during.file_fingerprint(predict_file, head_bytes=None),
+              "squad", eval_during.file_fingerprint(predict_file, head_bytes=None)[1:],
+              tokenizer_fingerprint(tokenizer),
               max_seq_length, doc_stride, max_query_length, n_best_size, max_answer_length,
               version_2_with_negative, null_score_diff_threshold))
     else:

@@ -348,11 +348,14 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
       def write_best_files(folder):
         loop.write_model_files(bert_config, folder, vocab_file)
         write_labels(folder, label_list, do_lower_case, max_seq_length)
+      from bert_tf.data.classifier_features import (  # pylint: disable=import-outside-toplevel
+          tokenizer_fingerprint)
       hook = eval_during.EvalDuringTraining(
           strategy, model, evaluate_dev, output_dir, best_metric,
           patience=early_stopping_patience, write_files=write_best_files, progress=progress,
           eval_data=eval_during.data_fingerprint(
               "token_classifier", max_seq_length, list(label_list),
+              tokenizer_fingerprint(tokenizer),
               [[s.words, s.tags] for s in eval_sentences]))
     else:
       eval_during.note_kept_best(best_dir, progress)

@@ -507,8 +507,8 @@ def test_pretraining_evaluates_during_training_without_changing_it(tmp_path, wor
     run(tmp_path / "bad", eval_during_training=True, best_metric="eval_accuracy")
 
 
-def test_pretraining_eval_reads_max_eval_steps_batches_wrapping_as_the_original(tmp_path,
-                                                                               workdir):  # noqa: F811
+def test_pretraining_eval_reads_max_eval_steps_batches_wrapping_as_the_original(  # noqa: F811
+    tmp_path, workdir):
   """The original's eval input repeats: --max_eval_steps batches exactly, an eval set smaller
   than that wrapping around. Evaluated so over the fixture's records, the results equal those
   of the same number of batches read once from the records written out twice in a row."""
