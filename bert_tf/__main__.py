@@ -209,9 +209,15 @@ def _as_input(items):
 def _load(args):
   from bert_tf import run_lock  # pylint: disable=import-outside-toplevel
   from bert_tf.inference import load  # pylint: disable=import-outside-toplevel
-  bert = load(args.model, config_file=args.bert_config_file, vocab_file=args.vocab_file,
-              do_lower_case=args.do_lower_case, max_seq_length=args.max_seq_length,
-              batch_size=args.batch_size)
+  try:
+    bert = load(args.model, config_file=args.bert_config_file, vocab_file=args.vocab_file,
+                do_lower_case=args.do_lower_case, max_seq_length=args.max_seq_length,
+                batch_size=args.batch_size)
+  except BertTfError as e:
+    # The library names its argument (do_lower_case=False); the user typed the flag.
+    if args.do_lower_case is not None and str(e).startswith("do_lower_case="):
+      raise BertTfError(str(e).replace("do_lower_case=", "--do_lower_case=")) from None
+    raise
   holder = os.path.isdir(args.model) and run_lock.running_holder(args.model)
   if holder:  # Its weights are those of the checkpoint saved last, not the finished model's.
     print(f"{PROG}: note: {args.model} is in use by a training run ({holder}): this is its "

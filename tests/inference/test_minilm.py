@@ -248,3 +248,16 @@ def test_load_checks_its_do_lower_case_as_the_scripts_do(tmp_path, minilm_path, 
 def tokenization_vocab(path):
   from bert_tf.tokenization import load_vocab  # pylint: disable=import-outside-toplevel
   return load_vocab(str(path))
+
+
+def test_the_clis_do_lower_case_error_names_the_flag(minilm_path, capsys):
+  """python -m bert_tf --do_lower_case against the model's tokenizer_config.json: the one line
+  names --do_lower_case, the flag the user typed (the library's message says do_lower_case=)."""
+  from bert_tf.__main__ import main  # pylint: disable=import-outside-toplevel
+  status = main(["embed", f"--model={minilm_path}", "--do_lower_case=False",
+                 "--output_file=x.npy", "text"])
+  err = capsys.readouterr().err.strip().splitlines()
+  assert status == 1 and err[-1] == (
+      f"bert_tf embed: error: --do_lower_case=False does not match "
+      f"{minilm_path / 'tokenizer_config.json'}: do_lower_case true (an uncased model), so pass "
+      "--do_lower_case=True")
