@@ -26,6 +26,7 @@ state file or a damaged checkpoint is a one-line warning, never a silent restart
 
 import dataclasses
 import datetime
+import itertools
 import logging as py_logging
 import os
 import shutil
@@ -727,14 +728,13 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None, cache=None):
 
   step_fn = cached_function(cache, "evaluate", step)
 
-  totals, steps = None, 0
-  for batch in progress.track(dataset, max_steps, "eval batches"):
-    if max_steps is not None and steps >= max_steps:
-      break
+  totals = None
+  # islice: no batch past max_steps is read (a repeating eval input has one more, always).
+  batches = dataset if max_steps is None else itertools.islice(dataset, max_steps)
+  for batch in progress.track(batches, max_steps, "eval batches"):
     sums = tf.nest.map_structure(lambda x: float(x.numpy()), step_fn(batch))
     totals = sums if totals is None else {
         k: (totals[k][0] + v[0], totals[k][1] + v[1]) for k, v in sums.items()}
-    steps += 1
   if totals is None:
     raise BertTfError("evaluation dataset is empty: fewer records than one batch "
                       "(--eval_batch_size, the global batch; the last partial batch is left "

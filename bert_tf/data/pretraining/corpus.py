@@ -121,9 +121,10 @@ class _WordIds(dict):
 class LineTokenizer:
   """Raw line -> its ids as bytes of int32, through a ``FullTokenizer``.
 
-  With no ``never_split`` tokens (nor ``preserve_unused_tokens``), ``FullTokenizer.tokenize``
-  is basic tokenization then WordPiece word by word, so the ids of each distinct word are
-  computed once and a line's ids are the join of its words' (in C).
+  With no ``never_split`` tokens, ``FullTokenizer.tokenize`` is basic tokenization then
+  WordPiece word by word, so the ids of each distinct word are computed once and a line's ids
+  are the join of its words' (in C); with ``preserve_unused_tokens``, so are those of lines
+  that cannot hold an ``[unusedN]`` word.
   """
 
   def __init__(self, tokenizer, max_words=1 << 20):
@@ -131,14 +132,16 @@ class LineTokenizer:
     basic = getattr(tokenizer, "basic_tokenizer", None)
     wordpiece = getattr(tokenizer, "wordpiece_tokenizer", None)
     self._by_word = (not getattr(tokenizer, "never_split", ()) and basic is not None and
-                     not getattr(tokenizer, "preserve_unused_tokens", False) and
                      hasattr(wordpiece, "tokenize_word"))
+    # --preserve_unused_tokens changes only lines that hold "[" and "]" (an [unusedN] word,
+    # cleaning only deletes characters and turns whitespace into spaces): they go the slow way.
+    self._preserve = getattr(tokenizer, "preserve_unused_tokens", False)
     if self._by_word:
       self._basic = basic.tokenize
       self._ids = _WordIds(tokenizer, max_words).__getitem__
 
   def __call__(self, text):
-    if not self._by_word:
+    if not self._by_word or (self._preserve and "[" in text and "]" in text):
       ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(text))
       return array.array("i", ids).tobytes()
     return b"".join(map(self._ids, self._basic(text)))
