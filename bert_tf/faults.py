@@ -134,8 +134,8 @@ class FullDisk:
     self._file, self._path, self._left = file, path, limit
 
   def write(self, data):
-    if len(data) > self._left:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._path)
+    if len(data) > self._left:  # as write() raises it: no file name
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     self._left -= len(data)
     return self._file.write(data)
 

@@ -151,5 +151,9 @@ def os_errors_as_bert_tf_errors():
   try:
     yield
   except OSError as e:
-    where = f"{e.filename}: " if e.filename else ""
+    where = ""
+    if e.filename:  # the output's name, not its temporary one
+      folder, name = os.path.split(str(e.filename))
+      temp = fileio.temp_target(name)
+      where = f"{os.path.join(folder, temp[0]) if temp else e.filename}: "
     raise BertTfError(f"{where}{e.strerror or e}") from None

@@ -165,6 +165,7 @@ class TFRecordWriter:
   """
 
   def __init__(self, path, gzip_compress=False):
+    self._path = path
     self._file = fileio.open_file(path, "wb")
     limit = faults.full_disk_after()
     if limit is not None:  # A test's full disk (off unless BERT_TF_FAULT asks for it).
@@ -187,16 +188,24 @@ class TFRecordWriter:
       self._member.close()  # Ends the member; leaves the file open.
       self._member = None
 
+  def _write(self, data):
+    try:
+      self._stream.write(data)
+    except OSError as e:
+      if e.filename is None:  # write() names no file (a full disk): say which one it was
+        raise OSError(e.errno, e.strerror, self._path) from None
+      raise
+
   def write_all(self, records):
     for start in range(0, len(records), _BATCH):
-      self._stream.write(frame(records[start:start + _BATCH]))
+      self._write(frame(records[start:start + _BATCH]))
 
   def write(self, record):
-    self._stream.write(frame([record]))
+    self._write(frame([record]))
 
   def write_framed(self, data):
     """Writes bytes that are already framed records (``frame``'s output)."""
-    self._stream.write(data)
+    self._write(data)
 
   def write_file(self, path, compressed=False):
     """Appends the local file ``path``: framed records, or, with ``compressed`` (GZIP writers
