@@ -170,11 +170,13 @@ class EvalDuringTraining:
     # did not load): training makes those steps again.
     self.history = [e for e in read_history(self.output_dir, self.progress)
                     if e["global_step"] <= step]
-    other = [e["global_step"] for e in self.history if not self._same_data(e)]
+    other = [str(e["global_step"]) for e in self.history if not self._same_data(e)]
     if other:
-      self.progress(f"note: {HISTORY_FILE}'s evaluations of step(s) "
-                    f"{', '.join(str(s) for s in other)} scored other dev data than this "
-                    "run's: kept in the file, compared with nothing of this run's")
+      shown = ", ".join(other) if len(other) <= 4 else (
+          f"{', '.join(other[:2])}, ..., {other[-1]} ({len(other)} of them)")
+      self.progress(f"note: {HISTORY_FILE}'s evaluations of step(s) {shown} scored other dev "
+                    "data than this run's: kept in the file, compared with nothing of this "
+                    "run's")
     saved = best_step(self.best_dir)
     if saved is not None:
       entry = self._entry(saved)  # this run's dev data's score of that step

@@ -280,6 +280,23 @@ def test_a_kill_before_best_json_after_a_dev_data_change_keeps_this_runs_best(tm
   assert third.best == (20, 0.3) and eval_during.best_step(str(tmp_path / "best")) == 20
 
 
+def test_the_note_of_other_dev_datas_steps_stays_one_short_line(tmp_path):
+  """Six evaluations of other dev data: the note names the first two, the last and how many
+  (it listed every step on every resume)."""
+  (tmp_path / "eval_history.jsonl").write_text("".join(
+      json.dumps({"global_step": step, "eval_f1": 0.5, "eval_data": "A"}) + "\n"
+      for step in range(1, 7)))
+  lines = []
+  hook = eval_during.EvalDuringTraining(
+      tf.distribute.get_strategy(), None, lambda: {"eval_f1": 0.1}, str(tmp_path), "eval_f1",
+      progress=lines.append, eval_data="B")
+  hook._save_best = lambda step, value: None  # pylint: disable=protected-access  # no model
+  hook.begin(6, resumed=True)
+  assert lines[0] == ("note: eval_history.jsonl's evaluations of step(s) 1, 2, ..., 6 (6 of "
+                      "them) scored other dev data than this run's: kept in the file, compared "
+                      "with nothing of this run's")
+
+
 def test_data_fingerprints_tell_dev_data_apart(tmp_path):
   """The fingerprint changes with any part (examples, a length) and a file's size or first
   bytes; it stays for equal parts and for a file copied elsewhere (name, size, bytes)."""
