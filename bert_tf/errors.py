@@ -7,7 +7,6 @@ checkpoint. Scripts print its message on one line and exit non-zero, with no tra
 
 
 import errno
-import re
 
 
 class BertTfError(Exception):
@@ -17,7 +16,6 @@ class BertTfError(Exception):
 # The machine's state, not a bug: a full disk or quota, a read-only or forbidden folder.
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
                        errno.EFBIG}
-_TEMP_SUFFIX = re.compile(r"\.tmp-\d+-[0-9a-f]{8}$")
 _ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
                       "Read-only file system", "Permission denied")
 
@@ -28,8 +26,9 @@ def environment_error(error):
   ``OSError`` of such an errno (naming its file), or TensorFlow's file-system error of that
   kind (its message's first line). The scripts print it as a user mistake: no traceback."""
   if isinstance(error, OSError) and error.errno in _ENVIRONMENT_ERRNOS:
-    # The output's name, not its temporary one (fileio.temp_name's "<path>.tmp-<pid>-<hex>").
-    where = (f"{_TEMP_SUFFIX.sub('', str(error.filename))}: " if error.filename else "")
+    from bert_tf import fileio  # pylint: disable=import-outside-toplevel  # (it imports this)
+    # The output's name, not its temporary one.
+    where = f"{fileio.output_name(error.filename)}: " if error.filename else ""
     return f"{where}{error.strerror or error}"
   if (type(error).__module__.startswith("tensorflow") and
       type(error).__name__ in ("ResourceExhaustedError", "PermissionDeniedError")):

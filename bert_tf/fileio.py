@@ -76,6 +76,14 @@ def temp_target(name):
   return (match.group("target"), int(match.group("pid"))) if match else None
 
 
+def output_name(path):
+  """``path`` itself, or, for a ``temp_name`` (``<output>.tmp-<pid>-<hex>``), the output's path
+  (what an error message names: the file the user asked for)."""
+  folder, name = os.path.split(str(path))
+  temp = temp_target(name)
+  return os.path.join(folder, temp[0]) if temp else str(path)
+
+
 def stale_temp(path):
   """Whether ``path`` is a local ``temp_name`` file whose process is no longer running (a
   write stopped by Ctrl-C or a kill)."""
@@ -220,7 +228,7 @@ def write_together(contents):
   Returns:
     The paths written (list of str, in ``contents``'s order).
   """
-  temps = {}
+  temps = {}  # the temporary files not yet renamed
   try:
     for path, data in contents.items():
       make_parent(path)
@@ -229,15 +237,10 @@ def write_together(contents):
       with open_file(temps[path], "wb" if isinstance(data, bytes) else "w") as f:
         f.write(data)
     faults.point("write_together")
-  except BaseException:
-    for tmp in temps.values():
-      discard(tmp)
-    raise
-  try:
     for path, tmp in list(temps.items()):
       commit(tmp, path)
       del temps[path]
-  except BaseException:  # e.g. a folder made where a file goes, meanwhile: no temps left
+  except BaseException:
     for tmp in temps.values():
       discard(tmp)
     raise

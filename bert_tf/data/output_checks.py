@@ -151,9 +151,6 @@ def os_errors_as_bert_tf_errors():
   try:
     yield
   except OSError as e:
-    where = ""
-    if e.filename:  # the output's name, not its temporary one
-      folder, name = os.path.split(str(e.filename))
-      temp = fileio.temp_target(name)
-      where = f"{os.path.join(folder, temp[0]) if temp else e.filename}: "
+    # The output's name, not its temporary one.
+    where = f"{fileio.output_name(e.filename)}: " if e.filename else ""
     raise BertTfError(f"{where}{e.strerror or e}") from None

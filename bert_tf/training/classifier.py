@@ -554,11 +554,12 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
           strategy, model, evaluate_dev, output_dir, best_metric,
           patience=early_stopping_patience, write_files=write_best_files, progress=progress,
           eval_data=eval_during.data_fingerprint(
-              # (eval_batch_size: `loss` counts the padding of the last batch)
-              "classifier", max_seq_length, eval_batch_size, [str(x) for x in label_list],
-              glue_task.is_regression, glue_task.multi_label,
-              classifier_features.tokenizer_fingerprint(tokenizer),
-              {split: [[e.guid, e.text_a, e.text_b, e.label] for e in examples]
+              # Each dev split's features (the feature cache's key: examples, labels, length,
+              # tokenizer), and eval_batch_size (`loss` counts the last batch's padding).
+              "classifier", eval_batch_size,
+              {split: classifier_features.features_fingerprint(
+                  examples, label_list, max_seq_length, tokenizer,
+                  is_regression=glue_task.is_regression, multi_label=glue_task.multi_label)
                for split, examples in eval_examples.items()}))
     else:
       eval_during.note_kept_best(best_dir, progress)

@@ -105,15 +105,17 @@ def data_fingerprint(*parts):
   return h.hexdigest()[:16]
 
 
-def file_fingerprint(path, head_bytes=1 << 20):
+def file_fingerprint(path, head_bytes=1 << 20, named=True):
   """(base name, size, hash of the first ``head_bytes``: None all, 0 none) of a data file:
   cheap for large TFRecords, and files made anew (another seed, another corpus) differ in their
-  first records even when their size agrees."""
+  first records even when their size agrees. ``named=False``: without the name (a file hashed
+  whole is the same data under any name)."""
   h = hashlib.sha256()
   if head_bytes != 0:
     with fileio.open_file(path, "rb") as f:
       h.update(f.read() if head_bytes is None else f.read(head_bytes))
-  return [os.path.basename(path), fileio.file_size(path), h.hexdigest()[:16]]
+  name = [os.path.basename(path)] if named else []
+  return name + [fileio.file_size(path), h.hexdigest()[:16]]
 
 
 def best_step(best_dir):
@@ -194,7 +196,7 @@ class EvalDuringTraining:
       elif value is None:
         self.progress(f"note: {self.best_dir} holds step {saved}, which {HISTORY_FILE} does not"
                       " score: the next evaluation replaces it")
-      elif self.chief and self._kept_info().get("global_step") != saved:
+      elif self.chief and kept.get("global_step") != saved:
         self._write_best_info(saved, value)  # Killed between the checkpoint and best.json.
       self.best = (saved, value)
     if self._entry(step) is None:

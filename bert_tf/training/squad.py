@@ -498,7 +498,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
           write_files=lambda folder: loop.write_model_files(bert_config, folder, vocab_file),
           progress=progress,
           eval_data=eval_during.data_fingerprint(
-              "squad", eval_during.file_fingerprint(predict_file, head_bytes=None)[1:],
+              "squad", eval_during.file_fingerprint(predict_file, head_bytes=None, named=False),
               tokenizer_fingerprint(tokenizer),
               max_seq_length, doc_stride, max_query_length, n_best_size, max_answer_length,
               version_2_with_negative, null_score_diff_threshold))
