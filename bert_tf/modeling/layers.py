@@ -233,13 +233,29 @@ class Dropout(keras.layers.Dropout):
                                                 noise_shape=noise_shape, rng_alg="philox")
 
   def next_seed(self):
-    """The int32 seed [2] of the next mask (advances ``seed_generator`` as ``call`` does)."""
+    """The int32 seed [2] of the next mask (advances ``seed_generator`` as ``call`` does),
+    this replica's (``replica_seed``)."""
     seed = self.seed_generator.next()
     # Keras's cast of the int64 generator state to the int32 seed stateless ops take.
-    return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return replica_seed(tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32))
 
   def get_config(self):
     return {**super().get_config(), "rng": self.rng}
+
+
+def replica_seed(seed):
+  """``seed`` (int32 [2]) for the replica this runs on, under a ``tf.distribute`` strategy of
+  several replicas: replica k's first element xor fmix32(k * golden ratio), so that every
+  replica draws its own masks. (The seed generator's state is one mirrored variable, the same
+  on every replica: Keras's dropout gives replica k's i-th example the mask of every other
+  replica's i-th example, where one device draws each example's mask independently.) Replica 0,
+  and every run on one replica, keeps ``seed`` as it is (fmix32(0) = 0)."""
+  context = tf.distribute.get_replica_context()
+  if context is None or context.num_replicas_in_sync == 1:
+    return seed
+  replica = tf.bitcast(tf.cast(context.replica_id_in_sync_group, tf.int32), tf.uint32)
+  mix = tf.bitcast(_fmix32(replica * tf.constant(_GOLDEN, tf.uint32)), tf.int32)
+  return tf.stack([tf.bitwise.bitwise_xor(seed[0], mix), seed[1]])
 
 
 def set_dropout_rng(model, rng):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig, layers
+from bert_tf.modeling import BertConfig, BertModel, layers
 from bert_tf.training import loop
 from bert_tf.training.pretraining import PretrainingTask
 from tests.reference import google_models
@@ -87,3 +87,51 @@ def test_jit_compiled_training_uses_hash_dropout(tmp_path):
                              model_dir=str(tmp_path), num_train_steps=1, jit_compile=True))
   trainer.build_train_loop()
   assert all(l.rng == "hash" for l in dropouts)
+
+
+def _two_replicas():
+  if len(tf.config.list_logical_devices("CPU")) < 2:
+    pytest.skip("needs 2 logical CPU devices (conftest sets them before TensorFlow starts)")
+  return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
+@pytest.mark.parametrize("rng", layers.DROPOUT_RNGS)
+def test_replicas_draw_their_own_masks(rng):
+  """Under a strategy of 2 replicas, the same input gets independent masks on the two (the
+  seed generator is one mirrored variable: they drew the same mask), and replica 0 draws what
+  one device draws from the same generator state (one device's numbers do not change)."""
+  rate, p, shape = 0.5, 0.5, [64, 256]
+  strategy = _two_replicas()
+  with strategy.scope():
+    mirrored = layers.Dropout(rate, seed=11, rng=rng)
+  replica_fn = lambda: mirrored(tf.ones(shape), training=True)  # noqa: E731
+  first, second = strategy.experimental_local_results(
+      tf.function(lambda: strategy.run(replica_fn))())
+  single = layers.Dropout(rate, seed=11, rng=rng)(tf.ones(shape), training=True)
+  np.testing.assert_array_equal(first.numpy(), single.numpy())
+  k1, k2 = first.numpy().ravel() != 0, second.numpy().ravel() != 0
+  n = k1.size
+  agree = (k1 == k2).mean()
+  expected = p * p + rate * rate  # two independent masks agree where both keep or both drop
+  sigma = np.sqrt(expected * (1.0 - expected) / n)
+  assert abs(agree - expected) < 6 * sigma, (agree, expected)
+  assert abs(k2.mean() - p) < 6 * np.sqrt(p * (1 - p) / n)
+
+
+def test_replicas_train_the_encoder_with_their_own_masks():
+  """The whole encoder in training mode, the same batch on both replicas: other outputs
+  (every dropout of the model draws per replica); without dropout the same."""
+  strategy = _two_replicas()
+  config = google_models.tiny_config_dict()
+  features = {"input_word_ids": tf.constant([[2, 5, 7, 9, 3, 0]] * 2),
+              "input_mask": tf.constant([[1, 1, 1, 1, 1, 0]] * 2)}
+  outputs = {}
+  for dropout in (0.1, 0.0):
+    config.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    with strategy.scope():
+      model = BertModel(BertConfig.from_dict(config))
+    replica_fn = lambda: model(features, training=True)["sequence_output"]  # noqa: E731
+    outputs[dropout] = [t.numpy() for t in strategy.experimental_local_results(
+        tf.function(lambda: strategy.run(replica_fn))())]
+  assert not np.allclose(*outputs[0.1])
+  np.testing.assert_allclose(*outputs[0.0], rtol=1e-6, atol=1e-6)
