@@ -12,6 +12,8 @@ Each is a plain ``keras.Model``: it works in bert_tf's custom training loop and 
 ``compile``/``fit``/``evaluate``/``predict``. Shape legend as in ``heads.py``.
 """
 
+import warnings
+
 import keras
 import tensorflow as tf
 
@@ -20,6 +22,21 @@ from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling.bert import BertModel
 
 _PACKAGE = "bert_tf"
+
+# Keras's optimizer warning about the pooler of a head that does not use it (the span and
+# token heads, as the original's run_squad.py: the pooler stays in the model, untrained, so
+# that its checkpoints keep Google's variables). It reads as if the user had forgotten a loss.
+UNUSED_POOLER_WARNING = (r"Gradients do not exist for variables "
+                         r"\['bert/pooler/dense/kernel', 'bert/pooler/dense/bias'\] when")
+
+
+class _UnusedPoolerModel(keras.Model):
+  """``fit`` without Keras's warning that the pooler has no gradient (it is not used)."""
+
+  def train_step(self, *args, **kwargs):
+    with warnings.catch_warnings():  # the warning comes while train_step is traced
+      warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
+      return super().train_step(*args, **kwargs)
 
 
 class _TaskModel(keras.Model):
@@ -99,7 +116,7 @@ class BertClassifier(_TaskModel):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertSpanLabeler(_TaskModel):
+class BertSpanLabeler(_UnusedPoolerModel, _TaskModel):
   """SQuAD: ``cls/squad`` dense(2) on every token, no dropout.
 
   Call with the encoder inputs -> dict ``start_logits`` [B,S], ``end_logits`` [B,S] float32.
@@ -119,7 +136,7 @@ class BertSpanLabeler(_TaskModel):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_UnusedPoolerModel, _TaskModel):
   """A label for every token (named entities, chunks, part-of-speech tags).
 
   Call with the encoder inputs -> logits ``[B, S, num_labels]`` float32. The head is Hugging

@@ -31,7 +31,7 @@ from bert_tf import fileio, progress, run_lock, tokenization
 from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertSpanLabeler, checkpoints
+from bert_tf.modeling import BertSpanLabeler, checkpoints, models
 from bert_tf.squad import evaluate as squad_evaluate
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
@@ -506,7 +506,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
       eval_during.note_kept_best(best_dir, progress)
     with warnings.catch_warnings():
       # The span head does not use the pooler (nor did the original's): no gradient there.
-      warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
+      warnings.filterwarnings("ignore", models.UNUSED_POOLER_WARNING)
       with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
         results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
                                          summary_writer=loop.summary_writer(output_dir),

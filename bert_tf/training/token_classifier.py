@@ -34,7 +34,7 @@ import tensorflow as tf
 from bert_tf import classifier_labels, conlleval, fileio, paths, run_lock, tokenization
 from bert_tf.data import conll, record_check
 from bert_tf.errors import BertTfError
-from bert_tf.modeling import BertTokenClassifier, checkpoints
+from bert_tf.modeling import BertTokenClassifier, checkpoints, models
 from bert_tf.training import DTYPE_POLICIES, classifier, distribution, frees_its_memory, loop
 from bert_tf.training import preflight
 from bert_tf.training import eval_during_training as eval_during
@@ -362,7 +362,7 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     with warnings.catch_warnings(), record_check.naming_damaged_records(
         [train_file], record_check.CACHE_ADVICE):
       # The token head does not use the pooler: no gradient there (as run_squad's).
-      warnings.filterwarnings("ignore", r"Gradients do not exist for variables \['bert/pooler/")
+      warnings.filterwarnings("ignore", models.UNUSED_POOLER_WARNING)
       results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
                                        summary_writer=(loop.summary_writer(output_dir)
                                                        if chief else None),

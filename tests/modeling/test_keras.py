@@ -5,8 +5,10 @@ import pytest
 import keras
 import tensorflow as tf
 
+import warnings
+
 from bert_tf.modeling import (BertClassifier, BertConfig, BertModel, BertPretrainer,
-                              BertSpanLabeler, pretraining_loss)
+                              BertSpanLabeler, BertTokenClassifier, pretraining_loss)
 from tests.reference import google_models
 
 TINY = google_models.tiny_config_dict()
@@ -112,6 +114,39 @@ def test_classifier_works_with_compile_and_fit():
   _, accuracy = model.evaluate(inputs, labels, verbose=0)
   assert accuracy > 0.8
   assert model.predict(inputs, verbose=0).shape == (64, 2)
+
+
+def _fit_warnings(model, labels):
+  ids = np.random.RandomState(0).randint(5, TINY["vocab_size"], size=(8, 6)).astype(np.int32)
+  model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model.fit({"input_word_ids": ids}, labels, batch_size=4, epochs=1, verbose=0)
+  return [str(w.message) for w in caught if "Gradients do not exist" in str(w.message)]
+
+
+@pytest.mark.parametrize("head", ["span", "token"])
+def test_heads_without_the_pooler_fit_without_a_missing_gradient_warning(head):
+  """The span and token heads do not use the pooler (as the original's SQuAD model): Keras's
+  optimizer warned on every fit that the pooler had no gradient, as if a loss were missing.
+  Its weights stay as they were; a variable that really gets no gradient still warns."""
+  config = BertConfig.from_dict(TINY)
+  if head == "span":
+    model, labels = BertSpanLabeler(config), {"start_logits": np.zeros(8, np.int32),
+                                              "end_logits": np.ones(8, np.int32)}
+  else:
+    model, labels = BertTokenClassifier(config, num_labels=3), np.zeros((8, 6), np.int32)
+  model(google_models.random_pretraining_features(TINY))
+  pooler = [v.numpy() for v in model.bert.pooler.weights]
+  assert _fit_warnings(model, labels) == []
+  for before, after in zip(pooler, model.bert.pooler.weights):
+    np.testing.assert_array_equal(before, after.numpy())
+  # Another variable without a gradient (beside the pooler's) is still named.
+  if head == "span":
+    model = BertSpanLabeler(config)
+    model.add_weight(shape=(1,), name="unused_extra")
+    assert any("unused_extra" in w for w in _fit_warnings(model, labels))
 
 
 def test_span_labeler_and_regression_shapes():
