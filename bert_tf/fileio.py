@@ -51,10 +51,14 @@ def makedirs(path):
 
 
 def open_file(path, mode="r"):
-  """``open`` for local paths (text as UTF-8), ``tf.io.gfile.GFile`` for remote ones."""
+  """``open`` for local paths (text as UTF-8), ``tf.io.gfile.GFile`` for remote ones. A local
+  folder at ``path`` is a one-line ``BertTfError``."""
   if is_remote(path):
     return _gfile().GFile(path, mode)
-  return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+  try:
+    return open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+  except IsADirectoryError:
+    raise BertTfError(f"{path} is a folder, not a file") from None
 
 
 def file_size(path):
@@ -263,10 +267,12 @@ def copy_atomically(source, target):
 
 
 def require_file(path, what="file", flag=None):
-  """Raises a one-line ``BertTfError`` unless ``path`` exists."""
+  """Raises a one-line ``BertTfError`` unless ``path`` is a file (or a link to one)."""
+  where = f" (--{flag})" if flag else ""
   if not path or not exists(path):
-    where = f" (--{flag})" if flag else ""
     raise BertTfError(f"{what} not found{where}: {path!r}")
+  if is_folder(path):
+    raise BertTfError(f"{what}{where} is a folder, not a file: {path!r}")
   return path
 
 

@@ -10,6 +10,7 @@ before anything is written; 0 keeps every checkpoint.
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 
@@ -17,7 +18,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization, paths
+from bert_tf import extract, optimization, paths
 from bert_tf.data import glue
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig
@@ -467,3 +468,27 @@ def test_the_cli_on_a_full_disk_is_one_line(tmp_path, minilm_path, monkeypatch, 
   assert status == 1 and err[-1] == f"bert_tf embed: error: {out}: No space left on device"
   assert "Traceback" not in "".join(err)
   assert os.listdir(tmp_path) == []
+
+
+def test_a_folder_where_a_data_file_should_be(tmp_path, config_file, uncased_vocab):
+  """A folder named as a data file (train.tsv, a SQuAD file, a CoNLL dev.txt, extract_features'
+  input) was an IsADirectoryError traceback, or 'empty' for extract_features; one line now."""
+  glue_dir, conll_dir, folder = tmp_path / "glue", tmp_path / "conll", tmp_path / "adir"
+  for path in (glue_dir / "train.tsv", conll_dir / "dev.txt", folder):
+    path.mkdir(parents=True)
+  shutil.copy(FIXTURES / "ner" / "conll2003_sample" / "train.txt", conll_dir / "train.txt")
+  common = (f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+            f"--output_dir={tmp_path / 'out'}", "--max_seq_length=48")
+  assert error_line(run_script("run_classifier.py", "--task_name=MRPC", f"--data_dir={glue_dir}",
+                               "--do_train=True", *common)) == (
+      f"run_classifier.py: error: {glue_dir}/train.tsv is a folder, not a file")
+  assert error_line(run_script("run_squad.py", "--do_train=True", f"--train_file={folder}",
+                               "--doc_stride=16", "--max_query_length=12", *common)) == (
+      f"run_squad.py: error: SQuAD file (--train_file) is a folder, not a file: '{folder}'")
+  assert error_line(run_script("run_ner.py", f"--data_dir={conll_dir}", "--do_train=True",
+                               "--do_eval=True", *common)) == (
+      f"run_ner.py: error: {conll_dir}/dev.txt is a folder, not a file")
+  assert not (tmp_path / "out").exists()
+  with pytest.raises(BertTfError, match=r"^input file \(--input_file\) is a folder, not a "
+                     rf"file: '{folder}'$"):
+    extract.read_examples(str(folder))  # extract_features.py's and python -m bert_tf's reader
