@@ -176,7 +176,8 @@ def _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length, bat
     if not tf.io.gfile.exists(vocab_file):
       raise BertTfError(f"no vocab.txt in {folder!r} (pass vocab_file=, or --vocab_file)")
   vocab = tokenization.load_vocab(vocab_file)
-  tokenization.check_vocab_size(vocab_file, len(vocab), config.vocab_size, config_file)
+  tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab), config.vocab_size,
+                               config_file)
 
   weights = path if not tf.io.gfile.isdir(path) else None
   lower, source = resolve_do_lower_case(folder, vocab, do_lower_case, weights, vocab_file)
@@ -198,8 +199,8 @@ def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_l
   module = tfhub.load(handle, pretrained.resolve_file(config_file, "bert_config.json"))
   vocab_file = pretrained.resolve_file(vocab_file, "vocab.txt") or module.vocab_file
   vocab = tokenization.load_vocab(vocab_file)
-  tokenization.check_vocab_size(vocab_file, len(vocab), module.config.vocab_size,
-                                config_file or module.checkpoint)
+  tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab),
+                                module.config.vocab_size, config_file or module.checkpoint)
   if do_lower_case is None:
     lower, source = module.do_lower_case, module.casing_from
   else:

@@ -199,10 +199,11 @@ def assert_same_batch(where, named, dims=1):
 
 
 def _vocabulary_list(vocabulary):
-  """A vocab file path or a token list -> tokens in id order (as ``load_vocab`` assigns ids)."""
+  """A vocab file path or a token list -> the token of every id (as ``load_vocab`` reads a
+  file: id = position; a repeated token's id is its last position's)."""
   if isinstance(vocabulary, (str, os.PathLike)):
-    return list(tokenization.load_vocab(os.fspath(vocabulary)))
-  return list(dict.fromkeys(str(t).strip() for t in vocabulary))
+    return list(tokenization.load_vocab(os.fspath(vocabulary)).lines)
+  return [str(t).strip() for t in vocabulary]
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -259,7 +260,9 @@ class BertPreprocessor(keras.layers.Layer):
     self._too_long_word = next(chr(cp) for cp in range(0xE000, 0xF900) if chr(cp) not in ids)
     # An empty line keeps its id (load_vocab gives "" one) but the WordPiece builder rejects
     # "": a token with a space in it takes its place, as words never contain spaces.
-    wordpiece_vocab = [token or f" blank line {i}" for i, token in enumerate(self.vocabulary)]
+    # So does a repeated token's earlier line: its id belongs to no text (the last line's does).
+    wordpiece_vocab = [(token if ids[token] == i else f" repeated line {i}") or f" blank line {i}"
+                       for i, token in enumerate(self.vocabulary)]
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         wordpiece_vocab, suffix_indicator="##",
         max_bytes_per_word=4 * tokenization.MAX_INPUT_CHARS_PER_WORD + 4,

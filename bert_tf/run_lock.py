@@ -503,9 +503,9 @@ def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, prog
       os.path.abspath(vocab_file) == os.path.abspath(kept_path):
     return
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
-  # Token -> id as every reader maps them.
-  given = list(tokenization.load_vocab(vocab_file))
-  kept = list(tokenization.load_vocab(kept_path))
+  # The token of every id (line), as every reader maps them.
+  given = tokenization.load_vocab(vocab_file).lines
+  kept = tokenization.load_vocab(kept_path).lines
   if given == kept:
     return
   line = next((i for i, (a, b) in enumerate(zip(given, kept)) if a != b),

@@ -40,6 +40,7 @@ one token.
 """
 
 import collections
+import logging
 import re
 import unicodedata
 
@@ -47,6 +48,8 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
+
+logger = logging.getLogger(__name__)
 
 UNK_TOKEN = "[UNK]"
 # What ``FullTokenizer.decode(skip_special_tokens=True)`` leaves out (Hugging Face's list for
@@ -169,11 +172,36 @@ def printable_text(text):
   return convert_to_unicode(text)
 
 
-def load_vocab(vocab_file):
-  """Reads a vocab.txt (one token per line, id = line number) into an ordered dict token -> id.
+class Vocab(collections.OrderedDict):
+  """token -> id of a vocab.txt (``load_vocab``), with the file's lines.
 
-  Like the original: each line is stripped of surrounding whitespace, and a token that appears
-  twice keeps its first id (later duplicates take no id at all).
+  Attributes:
+    lines: the token of every line (list of str): id i is line i + 1, row i of the model's
+      embedding table.
+    repeats: ``(line, first_line, token)`` of every line whose token an earlier line has
+      (numbers from 1); a repeated token's id is its last line's.
+  """
+  lines = ()
+  repeats = ()
+
+
+def vocab_size(vocab):
+  """The number of ids of ``vocab`` (a ``Vocab``: its lines; another mapping: its length)."""
+  return len(getattr(vocab, "lines", vocab))
+
+
+_REPEATS_WARNED = set()
+
+
+def load_vocab(vocab_file):
+  """Reads a vocab.txt (one token per line, id = line number) into an ordered dict token -> id
+  (a ``Vocab``).
+
+  Like the original: each line is stripped of surrounding whitespace. A token on several
+  lines takes the id of its last line, as Google's later tokenization.py (and Hugging Face's
+  BertTokenizer) read it, so every id stays its line's, the row of the model's embedding
+  table: bert-tensorflow 1.0.4 kept the first line's id and gave every later token the id
+  of the line before its own. A vocab with a repeated token is logged once (the lines).
 
   Raises:
     BertTfError: the file does not exist.
@@ -189,12 +217,27 @@ def load_vocab(vocab_file):
   lines = data.split("\n")
   if lines[-1] == "":
     lines.pop()
-  vocab = collections.OrderedDict()
-  for line in lines:
-    token = line.strip()
-    if token not in vocab:
-      vocab[token] = len(vocab)
+  vocab = Vocab()
+  vocab.lines = [line.strip() for line in lines]
+  vocab.repeats = []
+  for i, token in enumerate(vocab.lines):
+    if token in vocab:
+      vocab.repeats.append((i + 1, vocab[token] + 1, token))
+    vocab[token] = i  # (an OrderedDict keeps the token where it first came)
+  if vocab.repeats and str(vocab_file) not in _REPEATS_WARNED:
+    _REPEATS_WARNED.add(str(vocab_file))
+    logger.warning("%s", repeats_message(vocab_file, vocab.repeats) +
+                   ": each token takes the id of its last line (ids are line numbers)")
   return vocab
+
+
+def repeats_message(vocab_file, repeats):
+  """``vocab.txt:101: token '[PAD]' repeats line 1 (and 2 more lines repeat a token)``."""
+  line, first, token = repeats[0]
+  what = f"token {token!r}" if token else "an empty line"
+  more = (f" (and {len(repeats) - 1} more line{'s' if len(repeats) > 2 else ''} repeat a "
+          "token)") if len(repeats) > 1 else ""
+  return f"{vocab_file}:{line}: {what} repeats line {first}{more}"
 
 
 def convert_by_vocab(vocab, items):
@@ -254,7 +297,7 @@ def check_vocab_size(vocab_file, num_tokens, vocab_size, config_file=None):
 
   Args:
     vocab_file: the vocab.txt (for the message).
-    num_tokens: its number of tokens (``len(load_vocab(vocab_file))``).
+    num_tokens: its number of tokens (``vocab_size(load_vocab(vocab_file))``, its lines).
     vocab_size: the config's ``vocab_size``.
     config_file: the config file, if known (for the message).
   """
@@ -387,7 +430,7 @@ class FullTokenizer:
       BertTfError: the vocab file is missing, or a ``never_split`` token is not in it.
     """
     self.vocab = load_vocab(vocab_file)
-    self.inv_vocab = {i: t for t, i in self.vocab.items()}
+    self.inv_vocab = dict(enumerate(self.vocab.lines))  # (a repeated token: each line's id)
     self.do_lower_case = do_lower_case
     self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
@@ -455,8 +498,8 @@ class FullTokenizer:
 
   @property
   def vocab_size(self):
-    """The number of tokens in the vocab (Hugging Face's ``tokenizer.vocab_size``)."""
-    return len(self.vocab)
+    """The number of tokens (lines) in the vocab (Hugging Face's ``tokenizer.vocab_size``)."""
+    return vocab_size(self.vocab)
 
   def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=None):
     """Token ids -> text: word pieces joined as they were split, spacing cleaned up.

@@ -161,7 +161,7 @@ def _from_keras(model, vocab_file, do_lower_case):
   if not vocab_file:
     raise BertTfError("export_hugging_face: a Keras model needs vocab_file= (its vocab.txt)")
   vocab = tokenization.load_vocab(vocab_file)
-  tokenization.check_vocab_size(vocab_file, len(vocab), model.config.vocab_size)
+  tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab), model.config.vocab_size)
   lower, _ = casing.resolve_do_lower_case(os.path.dirname(vocab_file) or ".", vocab,
                                           do_lower_case, vocab_file=vocab_file)
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower)

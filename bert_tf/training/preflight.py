@@ -51,8 +51,8 @@ def check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case, init_chec
   named when given), BERT's special tokens, and ``--do_lower_case`` against the model
   (``casing.check_flag``: an error, or a warning line given to ``progress``)."""
   from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
-  tokenization.check_vocab_size(vocab_file, len(tokenizer.vocab), bert_config.vocab_size,
-                                config_file)
+  tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(tokenizer.vocab),
+                                bert_config.vocab_size, config_file)
   check_special_tokens(tokenizer.vocab, vocab_file)
   warning = casing.check_flag(do_lower_case, tokenizer.vocab, vocab_file, init_checkpoint)
   if warning:

@@ -390,6 +390,18 @@ def test_bad_inputs_are_one_line_errors_and_leave_no_output(corpus_files, uncase
       pretraining.create_pretraining_data([corpus_files["sotu"]], [str(out)],
                                           tokenization.FullTokenizer(vocab),
                                           vocab_file=vocab)
+  # A token on two lines: which id the records should hold is the author's to say (1.0.4
+  # shifted every later id, the later original gives the last line's).
+  lines = uncased_vocab.read_text(encoding="utf-8").split("\n")
+  repeated = tmp_path / "repeated" / "vocab.txt"
+  repeated.parent.mkdir()
+  repeated.write_text("\n".join(lines[:100] + ["[PAD]"] + lines[101:]), encoding="utf-8")
+  for workers in (0, 2):
+    with pytest.raises(BertTfError, match=r"repeated/vocab.txt:101: token '\[PAD\]' repeats "
+                       r"line 1: a vocab for new pretraining data lists each token once"):
+      pretraining.create_pretraining_data([corpus_files["sotu"]], [str(out)],
+                                          tokenization.FullTokenizer(str(repeated)),
+                                          vocab_file=str(repeated), num_workers=workers)
   # A worker's error in sharded mode: the same message, nothing written.
   with pytest.raises(BertTfError, match=r"bad.txt:4: invalid UTF-8 at byte 5"):
     pretraining.create_pretraining_data([corpus_files["sotu"], str(tmp_path / "bad.txt")],

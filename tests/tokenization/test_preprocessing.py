@@ -156,14 +156,20 @@ def test_tokenize_with_offsets_hand_made(do_lower_case, cases):
 
 
 def test_odd_vocab_file(google_tokenization, tmp_path):
-  # Duplicates (no id of their own), a blank line (an id for ""), "##" alone, \r\n endings.
+  # Repeated tokens (ids: their last lines', as the later original's load_vocab), a blank line
+  # (an id for ""), "##" alone, \r\n endings; the original's word pieces.
   path = tmp_path / "vocab.txt"
   path.write_bytes(b"[PAD]\n[UNK]\r\n[CLS]\n[SEP]\n\nthe\nthe\n##\n##e\nt\n##h\n"
                    b"a\n##b\nab\n\xc3\xa9\n[UNK]\nx\n")
+  line_ids = {}
+  for i, line in enumerate(path.read_bytes().decode().split("\n")[:-1]):
+    line_ids[line.strip()] = i  # the later original: vocab[token] = index of every line
   texts = ["the thé ab abb the# ## x xx", "", "THE Ab", "\u00e9\u00e9 e\u0301 \u0301"]
   for lower in (True, False):
     original = google_tokenization.FullTokenizer(str(path), do_lower_case=lower)
-    _assert_same_ids(original, preprocessing.BertPreprocessor(str(path), lower), texts)
+    got = preprocessing.BertPreprocessor(str(path), lower).tokenize(tf.constant(texts))
+    assert got.to_list() == [[line_ids[p] for p in original.tokenize(t)] for t in texts]
+  assert line_ids["the"] == 6 and line_ids["[UNK]"] == 15
 
 
 def test_known_mismatch_canonical_reordering(google_tokenization, tmp_path):

@@ -1,5 +1,6 @@
 """bert_tf.tokenization against Google's original tokenization.py, token for token."""
 
+import collections
 import pickle
 
 import pytest
@@ -94,12 +95,44 @@ def test_basic_tokenizer(google_tokenization):
       "hello", "!", "how", "are", "you", "?"]
 
 
+def _later_original_vocab(path):
+  """Google's later tokenization.py (GitHub master) reads a vocab so: one readline() per id,
+  the line stripped, ``vocab[token] = index`` (a repeated token: its last line's index)."""
+  vocab, index = collections.OrderedDict(), 0
+  with open(path, "rb") as reader:
+    while True:
+      token = reader.readline().decode("utf-8")
+      if not token:
+        break
+      vocab[token.strip()] = index
+      index += 1
+  return vocab
+
+
 def test_load_vocab_edge_cases(tmp_path, google_tokenization):
-  # Duplicates keep their first id, lines are stripped, blank lines and \r\n as the original.
+  # Lines stripped, blank lines and \r\n as the original (bert-tensorflow 1.0.4).
   path = tmp_path / "vocab.txt"
-  path.write_bytes(b"[PAD]\n[UNK]\r\n  a \nb\n\na\n\n\xc3\xa9\nc\x1cd\nlast")
+  path.write_bytes(b"[PAD]\n[UNK]\r\n  a \nb\n\n\xc3\xa9\nc\x1cd\nlast")
   assert (list(tokenization.load_vocab(str(path)).items()) ==
           list(google_tokenization.load_vocab(str(path)).items()))
+
+
+def test_a_repeated_token_keeps_every_id_its_line(tmp_path, google_tokenization, caplog):
+  """A token on two lines (or two blank lines): ids stay line numbers, the rows of the
+  model's embedding table, as Google's later tokenization.py and Hugging Face read them;
+  bert-tensorflow 1.0.4 gave every later token the id of the line before its own."""
+  path = tmp_path / "vocab.txt"
+  path.write_bytes(b"[PAD]\n[UNK]\r\n  a \nb\n\na\n\n\xc3\xa9\nc\x1cd\nlast\n")
+  vocab = tokenization.load_vocab(str(path))
+  assert list(vocab.items()) == list(_later_original_vocab(path).items())
+  assert vocab["last"] == 9 and google_tokenization.load_vocab(str(path))["last"] == 7
+  assert tokenization.vocab_size(vocab) == 10
+  assert vocab.repeats == [(6, 3, "a"), (7, 5, "")]
+  assert "vocab.txt:6: token 'a' repeats line 3 (and 1 more line repeat a token)" in caplog.text
+  tokenizer = tokenization.FullTokenizer(str(path))
+  assert tokenizer.convert_tokens_to_ids(["a", "b", "last"]) == [5, 3, 9]
+  assert tokenizer.convert_ids_to_tokens([2, 5, 9]) == ["a", "a", "last"]
+  assert tokenizer.vocab_size == 10
 
 
 def test_missing_vocab_file_names_it(tmp_path):

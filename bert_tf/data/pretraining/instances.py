@@ -24,6 +24,7 @@ import re
 
 import numpy as np
 
+from bert_tf import tokenization
 from bert_tf.data.pretraining.corpus import read_corpus
 from bert_tf.data.pretraining.records import RecordEncoder
 from bert_tf.data.pretraining.reference_random import (CHAR_BASE, KEPT, MASKED, ReferenceRandom,
@@ -75,7 +76,13 @@ class InstanceOptions:
 
 
 def special_token_ids(vocab, vocab_file="vocab"):
-  """(cls, sep, mask) ids; raises a one-line BertTfError naming what the vocab lacks."""
+  """(cls, sep, mask) ids; raises a one-line BertTfError naming what the vocab lacks, or a
+  repeated token (the later original gives it its last line's id, bert-tensorflow 1.0.4 shifts
+  every later id: which the records should hold is for the vocab's author to say)."""
+  repeats = getattr(vocab, "repeats", ())
+  if repeats:
+    raise BertTfError(f"{tokenization.repeats_message(vocab_file, repeats)}: a vocab for new "
+                      "pretraining data lists each token once (ids are line numbers)")
   missing = [t for t in (CLS, SEP, MASK, UNK) if t not in vocab]
   if missing:
     raise BertTfError(f"vocab file {vocab_file!r} lacks {', '.join(missing)} (a BERT vocab "
