@@ -214,6 +214,7 @@ def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_l
 def _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
            classifier_info, token_classifier_info=None):
   """The ``InferenceModel`` of ``config`` with the weights at ``path``."""
+  checkpoints.check_config_fits(config, path)  # (before a model of a mistyped size is built)
   model = BertPretrainer(config)
   report = checkpoints.load_weights(model, path)
   # Heads (and the pooler, absent from Hugging Face's masked-LM-only models) are optional.

@@ -156,6 +156,63 @@ def read_google_checkpoint(path):
                       f"{message}") from None
 
 
+_LAYER = re.compile(r"^(?:bert[/.])?encoder[/.]layer[_.](\d+)[/.]")
+
+
+def _shapes(path):
+  """``(source, {name: shape})`` of the weights at ``path`` without reading them (Google and
+  bert_tf names with "/", Hugging Face's with "."); None where they cannot be listed (the load
+  says why)."""
+  try:
+    if is_hugging_face_weights(path):
+      filename = resolve_safetensors(path)
+      if fileio.is_remote(filename):
+        return None
+      from safetensors import safe_open  # pylint: disable=import-outside-toplevel
+      with safe_open(filename, framework="numpy") as f:
+        return filename, {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    prefix = resolve_checkpoint_prefix(path)
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  except Exception:  # pylint: disable=broad-except
+    return None
+  trained = {_unescape(m.group(1)): shape for key, shape in shapes.items()
+             for m in [_TRAINING_KEY.match(key)] if m}
+  return prefix, {k: tuple(v) for k, v in (trained or shapes).items()}
+
+
+def check_config_fits(config, path):
+  """Before a model of ``config`` is built for the weights at ``path``: its number of layers,
+  and the word embeddings' and first intermediate layer's shapes, against the checkpoint's
+  (names and shapes only, read from its index or header). A config of another model, or a
+  typo such as ``num_hidden_layers`` 1200, was found only once the model was built: minutes,
+  or all the memory, for a large number. Weights that cannot be listed are left to the load."""
+  listed = _shapes(path)
+  if not listed:
+    return
+  source, shapes = listed
+  layers = {int(m.group(1)) for name in shapes for m in [_LAYER.match(name)] if m}
+  if layers and len(layers) != config.num_hidden_layers:
+    raise BertTfError(f"{source}: the checkpoint has {len(layers)} encoder layers but the config "
+                      f"says num_hidden_layers {config.num_hidden_layers} (does the config "
+                      "belong to this checkpoint?)")
+  hidden, vocab, inner = config.hidden_size, config.vocab_size, config.intermediate_size
+  expected = {  # Google name: (its shape, its Hugging Face name, whether that is transposed)
+      "bert/embeddings/word_embeddings": ((vocab, hidden), "embeddings.word_embeddings.weight",
+                                          False),
+      "bert/encoder/layer_0/intermediate/dense/kernel": (
+          (hidden, inner), "encoder.layer.0.intermediate.dense.weight", True),
+  }
+  for google, (shape, hf, transposed) in expected.items():
+    for name in (google, hf, f"bert.{hf}"):
+      if name not in shapes:
+        continue
+      found = shapes[name][::-1] if transposed and name != google else shapes[name]
+      if found != shape:
+        raise BertTfError(f"{source}: variable {google} has shape {list(found)} in the "
+                          f"checkpoint but {list(shape)} in the model (does the config belong "
+                          "to this checkpoint?)")
+
+
 def _assign_all(model, values, source, allow_missing_encoder=False, foreign_encoder=()):
   """Assigns ``{google_name: array}`` to the model's variables with the load policy above.
 

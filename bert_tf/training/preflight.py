@@ -49,8 +49,13 @@ def check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case, init_chec
                     progress, config_file=None):
   """The fine-tuning scripts' vocab checks: its size against the config's (``config_file``
   named when given), BERT's special tokens, and ``--do_lower_case`` against the model
-  (``casing.check_flag``: an error, or a warning line given to ``progress``)."""
+  (``casing.check_flag``: an error, or a warning line given to ``progress``); and the config
+  against ``init_checkpoint``'s sizes (``checkpoints.check_config_fits``), before any model
+  is built."""
   from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  if init_checkpoint:
+    checkpoints.check_config_fits(bert_config, init_checkpoint)
   tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(tokenizer.vocab),
                                 bert_config.vocab_size, config_file)
   check_special_tokens(tokenizer.vocab, vocab_file)

@@ -198,11 +198,14 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   if vocab_file:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
     # Copied beside the checkpoints: a vocab of another size makes a folder nothing loads.
-    tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(tokenization.load_vocab(vocab_file)),
+    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab),
                                   bert_config.vocab_size)
   if max_seq_length > bert_config.max_position_embeddings:
     raise BertTfError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                       f"{bert_config.max_position_embeddings} of the BERT config")
+  if init_checkpoint:
+    checkpoints.check_config_fits(bert_config, init_checkpoint)
   if train_batch_size % (strategy.num_replicas_in_sync * gradient_accumulation_steps):
     raise BertTfError(
         f"--train_batch_size {train_batch_size} must divide evenly over "

@@ -176,3 +176,52 @@ def test_partial_head_load_is_reported(google_checkpoint):
   assert report.missing == ["output_weights", "output_bias"]
   assert "cls/predictions/output_bias" in report.unexpected
   assert "missing (left at their initial values): output_weights" in str(report)
+
+
+def test_config_checked_against_the_checkpoint_before_building(google_checkpoint, tmp_path,
+                                                                minilm_path):
+  """The layer count and the word-embedding / intermediate shapes, from the checkpoint's index
+  or header only, in Google, bert_tf and Hugging Face weights: a mistyped num_hidden_layers
+  (10**8 here) was built layer by layer before the load compared anything (a hang)."""
+  trained = tmp_path / "trained"
+  model = BertModel(BertConfig.from_dict(TINY))
+  checkpoints.load_weights(model, google_checkpoint)
+  tf_checkpoint = __import__("tensorflow").train.Checkpoint(
+      model=checkpoints.trackable_variables(model))
+  trained_prefix = tf_checkpoint.write(str(trained / "ckpt-1"))
+  minilm = {"vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+            "num_attention_heads": 12, "intermediate_size": 1536}
+  for path, sizes in ((google_checkpoint, TINY), (trained_prefix, TINY),
+                      (str(trained), TINY), (str(minilm_path), minilm)):
+    checkpoints.check_config_fits(BertConfig.from_dict({**TINY, **sizes}), path)  # fits
+    config = BertConfig.from_dict({**TINY, **sizes, "num_hidden_layers": 10 ** 8})
+    with pytest.raises(BertTfError) as excinfo:
+      checkpoints.check_config_fits(config, path)
+    assert (f"the checkpoint has {sizes['num_hidden_layers']} encoder layers but the config "
+            "says num_hidden_layers 100000000 (does the config belong to this checkpoint?)"
+            in _one_line(excinfo))
+    hidden = BertConfig.from_dict({**TINY, **sizes, "vocab_size": 7})
+    with pytest.raises(BertTfError, match=r"variable bert/embeddings/word_embeddings has shape "
+                       rf"\[{sizes['vocab_size']}, {sizes['hidden_size']}\] in the checkpoint "
+                       rf"but \[7, {sizes['hidden_size']}\] in the model"):
+      checkpoints.check_config_fits(hidden, path)
+    inner = BertConfig.from_dict({**TINY, **sizes, "intermediate_size": 10 ** 9})
+    with pytest.raises(BertTfError, match=r"layer_0/intermediate/dense/kernel has shape "
+                       rf"\[{sizes['hidden_size']}, {sizes['intermediate_size']}\] in the "
+                       rf"checkpoint but \[{sizes['hidden_size']}, 1000000000\] in the model"):
+      checkpoints.check_config_fits(inner, path)
+  # What cannot be listed is left to the load's own error.
+  checkpoints.check_config_fits(BertConfig.from_dict(TINY), str(tmp_path / "missing"))
+  # bert_tf.load (python -m bert_tf) of a folder whose config says 10**8 layers: the same line.
+  folder = tmp_path / "model"
+  folder.mkdir()
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copy(google_checkpoint + suffix, folder / ("bert_model.ckpt" + suffix))
+  (folder / "bert_config.json").write_text(json.dumps({**TINY, "num_hidden_layers": 10 ** 8}))
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  (folder / "vocab.txt").write_text("\n".join(special + [f"w{i}" for i in range(
+      TINY["vocab_size"] - len(special))]) + "\n")
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  with pytest.raises(BertTfError, match="the checkpoint has 2 encoder layers but the config "
+                     "says num_hidden_layers 100000000"):
+    bert_tf.load(str(folder))
