@@ -204,14 +204,15 @@ def load_vocab(vocab_file):
   of the line before its own. A vocab with a repeated token is logged once (the lines).
 
   Raises:
-    BertTfError: the file does not exist.
+    BertTfError: the file does not exist, or a line is not UTF-8.
   """
   if not vocab_file or not fileio.exists(vocab_file):
     raise BertTfError(f"vocab file not found: {str(vocab_file)!r}")
   if fileio.is_folder(vocab_file):
     raise BertTfError(f"vocab file {str(vocab_file)!r} is a folder (give its vocab.txt)")
-  with fileio.open_file(vocab_file, "rb") as reader:
-    data = convert_to_unicode(reader.read())
+  # Bytes that are not UTF-8: an error naming the line (the original dropped them, which can
+  # make one token another's, or "").
+  data = fileio.read_utf8(vocab_file, strip_bom=False)
   # The original reads with readline(): lines end at "\n" only (not at the other characters
   # str.splitlines() knows), and no extra empty line follows a final "\n".
   lines = data.split("\n")

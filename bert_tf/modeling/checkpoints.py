@@ -106,6 +106,10 @@ def resolve_checkpoint_prefix(path):
     raise BertTfError("no checkpoint given")
   if path.endswith(".index"):
     path = path[:-len(".index")]
+  # A data file named for the checkpoint (bert_model.ckpt.data-00000-of-00001): its prefix.
+  data_file = re.fullmatch(r"(.+)\.data-\d{5}-of-\d{5}", path)
+  if data_file and not tf.io.gfile.isdir(path):
+    path = data_file.group(1)
   if tf.io.gfile.isdir(path):
     try:  # (tf.train.latest_checkpoint logs an ERROR line when the one named is missing)
       state = tf.train.get_checkpoint_state(path)

@@ -190,8 +190,11 @@ def _add_training_answer(example, qa, paragraph_text, char_to_word_offset,
     return None
   answers = json_field(qa, "answers", list, where, source)
   if len(answers) != 1:
+    # A SQuAD 2.0 file: its unanswerable questions have none (is_impossible true).
+    hint = ("; a SQuAD 2.0 file? pass --version_2_with_negative"
+            if not answers and "is_impossible" in qa else "")
     raise BertTfError(f"{source}: {where} (id {example.qas_id!r}) has {len(answers)} answers; "
-                      "for training each question must have exactly 1 answer")
+                      f"for training each question must have exactly 1 answer{hint}")
   answer = answers[0]
   orig_answer_text = json_field(answer, "text", str, f"{where}.answers[0]", source)
   answer_offset = json_field(answer, "answer_start", int, f"{where}.answers[0]", source)

@@ -141,6 +141,16 @@ def test_wrong_config_for_checkpoint(google_checkpoint):
     checkpoints.load_weights(model, google_checkpoint)
 
 
+def test_a_data_file_names_its_checkpoint(google_checkpoint):
+  """--init_checkpoint=bert_model.ckpt.data-00000-of-00001 (the file a user sees) was 'no
+  bert_model.ckpt.data-00000-of-00001.index'; its .index was taken."""
+  for path in (google_checkpoint + ".data-00000-of-00001", google_checkpoint + ".index"):
+    assert checkpoints.resolve_checkpoint_prefix(path) == google_checkpoint
+  model = BertModel(BertConfig.from_dict(TINY))
+  report = checkpoints.load_weights(model, google_checkpoint + ".data-00000-of-00001")
+  assert not report.missing or all(not n.startswith("bert/encoder") for n in report.missing)
+
+
 def test_vocab_size_mismatch(google_checkpoint):
   model = BertPretrainer(BertConfig.from_dict({**TINY, "vocab_size": 100}))
   with pytest.raises(BertTfError) as excinfo:

@@ -123,6 +123,10 @@ def test_missing_file_is_a_one_line_error(tmp_path):
         {"text": "A", "answer_start": 0}),
      "data[0].paragraphs[0].qas[0] (id 'q1') has 2 answers; for training each question "
      "must have exactly 1 answer"),
+    # A SQuAD 2.0 question trained without the flag: the message says which flag.
+    (lambda s: s["data"][0]["paragraphs"][0]["qas"][0].update(answers=[], is_impossible=True),
+     "data[0].paragraphs[0].qas[0] (id 'q1') has 0 answers; for training each question "
+     "must have exactly 1 answer; a SQuAD 2.0 file? pass --version_2_with_negative"),
 ])
 def test_structurally_broken_file_names_file_and_json_path(tmp_path, mutate, expected):
   squad = _one_question("A short context.", "short", 2)

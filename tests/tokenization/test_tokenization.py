@@ -135,6 +135,15 @@ def test_a_repeated_token_keeps_every_id_its_line(tmp_path, google_tokenization,
   assert tokenizer.vocab_size == 10
 
 
+def test_a_vocab_line_that_is_not_utf8_is_named(tmp_path):
+  """The original dropped the bytes ("caf\\xe9" became "caf", maybe another line's token)."""
+  path = tmp_path / "vocab.txt"
+  path.write_bytes(b"[PAD]\n[UNK]\ncaf\xe9\ncaf\n")
+  with pytest.raises(BertTfError) as err:
+    tokenization.load_vocab(str(path))
+  assert str(err.value) == f"{path}:3: not valid UTF-8 (byte 4 of the line)"
+
+
 def test_missing_vocab_file_names_it(tmp_path):
   missing = str(tmp_path / "nope" / "vocab.txt")
   with pytest.raises(BertTfError, match="vocab file not found: .*nope/vocab.txt") as err:
