@@ -266,9 +266,20 @@ def copy_atomically(source, target):
     raise
 
 
+def dangling_link(path):
+  """``"<path> is a link to '<target>', which does not exist"`` for a local symbolic link to
+  nothing (which globs and exists() pass over as if no file were there), else None."""
+  path = str(path)
+  if is_remote(path) or not os.path.islink(path) or os.path.exists(path):
+    return None
+  return f"{path} is a link to {os.readlink(path)!r}, which does not exist"
+
+
 def require_file(path, what="file", flag=None):
   """Raises a one-line ``BertTfError`` unless ``path`` is a file (or a link to one)."""
   where = f" (--{flag})" if flag else ""
+  if path and dangling_link(path):
+    raise BertTfError(f"{what}{where}: {dangling_link(path)}")
   if not path or not exists(path):
     raise BertTfError(f"{what} not found{where}: {path!r}")
   if is_folder(path):

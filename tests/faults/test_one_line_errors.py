@@ -492,3 +492,27 @@ def test_a_folder_where_a_data_file_should_be(tmp_path, config_file, uncased_voc
   with pytest.raises(BertTfError, match=r"^input file \(--input_file\) is a folder, not a "
                      rf"file: '{folder}'$"):
     extract.read_examples(str(folder))  # extract_features.py's and python -m bert_tf's reader
+
+
+def test_a_link_to_nothing_is_named_as_one(tmp_path):
+  """A symbolic link to a missing file or folder: 'no file matches' (globs pass over it) or,
+  as --output_dir, 'is a file, not a folder'; now what it is, in every reader of inputs."""
+  from bert_tf.data import pipeline, record_check  # pylint: disable=import-outside-toplevel
+  from bert_tf.data.pretraining import corpus  # pylint: disable=import-outside-toplevel
+  (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+  (tmp_path / "outlink").symlink_to(tmp_path / "nowhere_dir")
+  link = str(tmp_path / "dangling.txt")
+  says = f"{link} is a link to '{tmp_path / 'nowhere.txt'}', which does not exist"
+  for read in (corpus.expand_input_files, pipeline.expand_file_patterns,
+               record_check.expand_patterns):
+    with pytest.raises(BertTfError) as e:
+      read(link)
+    assert str(e.value) == f"--input_file: {says}"
+  with pytest.raises(BertTfError) as e:
+    extract.read_examples(link)
+  assert str(e.value) == f"input file (--input_file): {says}"
+  for output in ("outlink", "outlink/run1"):
+    with pytest.raises(BertTfError) as e:
+      paths.check_writable("--output_dir", str(tmp_path / output), True)
+    assert str(e.value) == (f"--output_dir {tmp_path / output}: {tmp_path / 'outlink'} is a "
+                            f"link to '{tmp_path / 'nowhere_dir'}', which does not exist")

@@ -40,7 +40,8 @@ def expand_input_files(patterns):
   for pattern in patterns:
     matched = _glob(pattern)
     if not matched:
-      raise BertTfError(f"--input_file: no file matches {pattern!r}")
+      why = fileio.dangling_link(pattern) or f"no file matches {pattern!r}"
+      raise BertTfError(f"--input_file: {why}")
     files.extend(matched)
   return files
 
