@@ -130,6 +130,10 @@ def load(path, *, config_file=None, vocab_file=None, do_lower_case=None, max_seq
     BertTfError: a missing file, a config that does not fit the checkpoint, a casing that
       contradicts a Google checkpoint's name.
   """
+  if not isinstance(path, (str, os.PathLike)):
+    raise BertTfError(f"load: expected a model's folder, checkpoint, file or name (a str), got "
+                      f"{quoted(path)}")
+  path = os.fspath(path)
   if tfhub.is_handle(path):
     return _load_tfhub_module(path, config_file, vocab_file, do_lower_case, max_seq_length,
                               batch_size)

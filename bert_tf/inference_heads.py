@@ -8,6 +8,8 @@ Shape legend: b = texts in a batch, s = its longest sequence, P = [MASK]s per te
 size, C = classes.
 """
 
+import collections.abc
+
 import numpy as np
 import tensorflow as tf
 
@@ -31,8 +33,13 @@ def _as_items(texts, text_pairs=None):
     texts = [texts]
     if isinstance(text_pairs, (str, bytes)):
       text_pairs = [text_pairs]
+  if not isinstance(texts, collections.abc.Iterable):
+    raise BertTfError(f"texts: expected a str, an (a, b) pair or a list of them, got "
+                      f"{quoted(texts)}")
   texts = list(texts)
   if text_pairs is not None:
+    if not isinstance(text_pairs, collections.abc.Iterable):
+      raise BertTfError(f"text_pairs: expected a list of str, got {quoted(text_pairs)}")
     text_pairs = list(text_pairs)
     if len(text_pairs) != len(texts):
       raise BertTfError(f"text_pairs has {len(text_pairs)} entries but texts has {len(texts)}")
@@ -147,8 +154,13 @@ class HeadsMixin:
     if single and not isinstance(text_b, (str, bytes)) and add_special_tokens:
       raise BertTfError("next_sentence: give two texts, text_a and text_b")
     tokens, segments = self.tokenize(text_a, text_b, max_seq_length, add_special_tokens)
-    if any(s[-1] != 1 for s in segments):
-      raise BertTfError("next_sentence: every input needs a text_b (sentence B)")
+    for i, ((_, b), s) in enumerate(zip(_as_items(text_a, text_b), segments)):
+      if s[-1] == 1:
+        continue
+      if b is None or not add_special_tokens:
+        raise BertTfError("next_sentence: every input needs a text_b (sentence B)")
+      which = "" if single else f" of input {i}"
+      raise BertTfError(f"next_sentence: the text_b{which} has no tokens ({quoted(b)})")
     is_next = np.zeros(len(tokens), np.float32)
     for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
       is_next[indexes] = self._next_sentence_fn(ids, m, types).numpy()[:, 0]

@@ -202,6 +202,13 @@ def test_fill_mask_errors(tiny_bert):
 def test_next_sentence_needs_pairs(tiny_bert):
   with pytest.raises(bert_tf.BertTfError, match="give two texts"):
     tiny_bert.next_sentence("the cat sat")
+  # A text_b without tokens was 'every input needs a text_b', though one was given.
+  with pytest.raises(bert_tf.BertTfError) as e:
+    tiny_bert.next_sentence("the cat sat", " ")
+  assert str(e.value) == "next_sentence: the text_b has no tokens (' ')"
+  with pytest.raises(bert_tf.BertTfError) as e:
+    tiny_bert.next_sentence(["a", "b"], ["c", ""])
+  assert str(e.value) == "next_sentence: the text_b of input 1 has no tokens ('')"
 
 
 def test_missing_files_are_one_line_errors(tiny_google, tmp_path):

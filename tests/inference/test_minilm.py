@@ -164,6 +164,11 @@ def test_missing_heads_are_one_line_errors(minilm_bert, minilm_path):
     (lambda m: m("x", max_seq_length=513), "exceeds the model's max_position_embeddings 512"),
     (lambda m: m([]), "no texts given"),
     (lambda m: m(["a", "b"], text_pairs=["c"]), "text_pairs has 1 entries but texts has 2"),
+    # Were TypeErrors.
+    (lambda m: m(None), "texts: expected a str, an (a, b) pair or a list of them, got None"),
+    (lambda m: m(["a"], text_pairs=3), "text_pairs: expected a list of str, got 3"),
+    (lambda m: bert_tf.load(5), "load: expected a model's folder, checkpoint, file or name (a "
+                                "str), got 5"),
 ])
 def test_bad_arguments(minilm_bert, call, needle):
   with pytest.raises(bert_tf.BertTfError) as info:
