@@ -28,7 +28,12 @@ names; a plain ``tf.Variable`` is matched by its ``name`` without the ``:0`` suf
 
 Clipping: with ``global_clipnorm`` set, gradients are clipped with ``tf.clip_by_global_norm``
 (the original's own op, so the same arithmetic) AFTER they are summed over replicas, i.e. on
-the gradient of the global batch. (Stock Keras clips each replica's gradient before the
+the gradient of the global batch. An embedding's gradient (``tf.gather``'s ``IndexedSlices``,
+a row per token) is summed into its dense ``[V,H]`` gradient first, so the norm is the
+gradient's own: the original's on a TPU, where its embeddings are one-hot products (and its
+token-type table everywhere); on a GPU or CPU the original's word-embedding gradient was
+measured row by row, repeated ids counted apart, which made the clip depend on how a batch is
+cut (gradient accumulation, replicas). (Stock Keras clips each replica's gradient before the
 all-reduce.) The original on TPU clipped each core's gradient and then summed the clipped
 gradients (``CrossShardOptimizer``); on one device the two agree. The whole-update XLA path
 (``fuse_all_variables``, what the training loop takes with a GPU) computes the same norm with
@@ -78,8 +83,7 @@ def grouped_global_norm(tensors):
   """``tf.linalg.global_norm(tensors)`` in far fewer reductions.
 
   The same value, ``sqrt(sum(t ** 2))`` over every element of every tensor (an IndexedSlices
-  counts its ``values``, rows before duplicates are summed, as the original's clip); only the
-  order of the float32 additions differs. Each tensor becomes a vector of squares: a small one
+  as its dense sum, ``dense_gradients``); only the order of the float32 additions differs. Each tensor becomes a vector of squares: a small one
   (at most ``SMALL_GRADIENT_ELEMENTS`` elements) its squared elements, a matrix its rows' sums
   of squares (one row reduction); the vectors are concatenated ``NORM_PIECES_PER_GROUP`` at a
   time and each group summed once. ``tf.linalg.global_norm`` reduces every tensor to a scalar
@@ -89,11 +93,9 @@ def grouped_global_norm(tensors):
   """
   with tf.name_scope("global_norm"):
     pieces = []
-    for tensor in tensors:
+    for tensor in dense_gradients(tensors):
       if tensor is None:
         continue
-      if isinstance(tensor, tf.IndexedSlices):
-        tensor = tensor.values
       tensor = tf.convert_to_tensor(tensor)
       size = tensor.shape.num_elements()
       if size is not None and size <= SMALL_GRADIENT_ELEMENTS:
@@ -112,6 +114,20 @@ def grouped_global_norm(tensors):
       from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=import-outside-toplevel
       groups = xla.optimization_barrier(*groups)
     return tf.sqrt(tf.add_n([tf.reduce_sum(group) for group in groups]))
+
+
+def dense_gradients(grads):
+  """``grads`` with every ``IndexedSlices`` (an embedding's gradient: a row per token, repeated
+  ids apart) summed into its dense tensor, what the update uses and the clip measures."""
+  return [_dense(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+
+def _dense(slices):
+  dense = tf.convert_to_tensor(slices)
+  shape = tf.get_static_value(slices.dense_shape)
+  if shape is not None:
+    dense.set_shape(shape)  # (a traced sum's first dimension is not known without it)
+  return dense
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -278,7 +294,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
   def _clip_gradients(self, grads):
     if self.global_clipnorm and self.global_clipnorm > 0:
       # The original's op: norm = sqrt(2 * sum(l2_loss(g))), scale = clip * min(1/norm, 1/clip).
-      clipped, _ = tf.clip_by_global_norm(grads, self.global_clipnorm)
+      clipped, _ = tf.clip_by_global_norm(dense_gradients(grads), self.global_clipnorm)
       return clipped
     return super()._clip_gradients(grads)
 
@@ -287,7 +303,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     # gradient of the whole batch, so reduce first, then clip, then update.
     tf_variables = [_tf_variable(v) for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, tf_variables)))
-    grads = [g for g, _ in grads_and_vars]
+    grads = [g for g, _ in grads_and_vars]  # (IndexedSlices made dense below, in each path)
     if (self.fused_update and self.fuse_all_variables
         and not self._has_distributed_values(tf_variables)):
       # The whole update (learning rate, global norm, clipping, every variable's new
@@ -300,6 +316,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
       slots = [(_tf_variable(self._m[i]), _tf_variable(self._v[i])) for i in indices]
       self._fused_apply_all(tf_variables, slots, grads, tuple(indices))
       return
+    grads = dense_gradients(grads)
     clip_scale = None
     if self.fused_update and self.global_clipnorm and self.global_clipnorm > 0:
       clip_scale = self._clip_scale(grads)
@@ -326,6 +343,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     """Every variable's update in one function (XLA-compiled by the caller): ``params``
     tf.Variables, ``slots`` their (m, v), ``grads`` their gradients (tensors or
     IndexedSlices), ``indices`` (Python ints) the optimizer's index of each variable."""
+    grads = dense_gradients(grads)  # inside the XLA computation
     clip_scale = None
     if self.global_clipnorm and self.global_clipnorm > 0:
       clip_scale = self._clip_scale(grads, norm=grouped_global_norm(grads))
@@ -342,9 +360,8 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                          for dtype in {param.dtype for param in params}}
     for param, (m, v), grad, index in zip(params, slots, grads, indices):
       dtype = param.dtype
-      # After the norm (which, like the original's, counts an IndexedSlices' rows before
-      # duplicates are summed): the original multiplies IndexedSlices by constants, which
-      # densifies them, so every row of m and v decays each step.
+      # Dense gradients: the original multiplies IndexedSlices by constants, which densifies
+      # them, so every row of m and v decays each step.
       own = cast_coefficients[dtype]
       self._assign_new_values(
           param, m, v, tf.cast(tf.convert_to_tensor(grad), dtype), own[0],

@@ -207,7 +207,8 @@ class Trainer:
       loss, grads = None, None
       for micro in _split(features, k):
         micro_loss, micro_grads = gradients_fn(micro, denominators)
-        # Embedding gradients come as IndexedSlices; dense sums are what the update uses.
+        # Embedding gradients come as IndexedSlices; dense sums are what the update uses (and
+        # the clip measures, optimization.dense_gradients: k micro-batches, one batch).
         micro_grads = [tf.convert_to_tensor(g) if g is not None else None for g in micro_grads]
         loss = micro_loss if loss is None else loss + micro_loss
         grads = micro_grads if grads is None else [

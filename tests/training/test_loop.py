@@ -36,7 +36,8 @@ def _dataset_fn(global_batch, n=16):
 
 
 def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, config=CONFIG,
-           steps_per_loop=2, save_every=2, init_weights=None, lr=1e-3, sgd=False, examples=16):
+           steps_per_loop=2, save_every=2, init_weights=None, lr=1e-3, sgd=False, examples=16,
+           clip_norm=optimization.DEFAULT_CLIP_NORM):
   strategy = strategy or tf.distribute.get_strategy()
   keras.utils.set_random_seed(7)
   task = PretrainingTask(BertConfig.from_dict(config))
@@ -49,7 +50,8 @@ def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, con
       # summation-order rounding in near-zero gradients into visible differences.
       optimizer = keras.optimizers.SGD(learning_rate=0.5)
     else:
-      optimizer = optimization.create_optimizer(lr, num_train_steps=20, num_warmup_steps=2)
+      optimizer = optimization.create_optimizer(lr, num_train_steps=20, num_warmup_steps=2,
+                                                clip_norm=clip_norm)
   trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
       model_dir=str(tmp_path), num_train_steps=steps, steps_per_loop=steps_per_loop,
       save_checkpoints_steps=save_every, gradient_accumulation_steps=accumulation,
@@ -95,6 +97,23 @@ def test_accumulation_equals_large_batch(tmp_path):
   np.testing.assert_allclose(acc["loss"], big["loss"], rtol=1e-5)
   for a, b in zip(big_model.get_weights(), acc_model.get_weights()):
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_accumulation_and_replicas_clip_as_one_large_batch(tmp_path):
+  """With the clip active (the original's optimizer, a clip norm far below the gradients'):
+  4 micro-batches, and 2 replicas, update as one batch. The embeddings' gradients (a row per
+  token) were measured row by row on one batch but summed on micro-batches: another clip."""
+  run = dict(global_batch=8, clip_norm=0.01, steps=2, lr=1e-2)
+  big_model, big, _ = _train(tmp_path / "big", **run)
+  acc_model, acc, _ = _train(tmp_path / "acc", accumulation=4, **run)
+  runs = [(acc_model, acc)]
+  if len(tf.config.list_logical_devices("CPU")) >= 2:
+    runs.append(_train(tmp_path / "two", strategy=distribution.get_strategy("mirrored"),
+                       **run)[:2])
+  for model, result in runs:
+    np.testing.assert_allclose(result["loss"], big["loss"], rtol=1e-5)
+    for a, b in zip(big_model.get_weights(), model.get_weights()):
+      np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def test_resume_gives_the_same_weights_as_one_run(tmp_path):

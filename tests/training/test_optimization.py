@@ -316,35 +316,40 @@ def test_mirrored_strategy_sums_then_clips_like_one_device(optimizer_type, fused
 
 @pytest.mark.parametrize("fused", [False, True, "whole"])
 def test_sparse_embedding_gradient_matches_google(fused):
-  """An IndexedSlices gradient (tf.gather, repeated ids) updates as in the original.
-
-  The original densifies it in the Adam update, but clip_by_global_norm measures the norm of
-  its rows before duplicates are summed; both must carry over.
+  """An IndexedSlices gradient (tf.gather, repeated ids) updates as the original's one-hot
+  embeddings (its TPU path, use_one_hot_embeddings=True; its token types everywhere): the
+  clip measures the dense gradient, rows of repeated ids summed, and the update is dense.
+  (The original's gather on a GPU measured the rows apart: another clip, checked to differ.)
   """
   from tests.reference.google_bert import google
-  original = google("optimization")
+  original, modeling = google("optimization"), google("modeling")
   tf1 = tf.compat.v1
   rng = np.random.RandomState(13)
   table = rng.normal(size=(5, 3)).astype(np.float32)
   ids = np.array([1, 3, 1, 4], np.int32)
   upstreams = [rng.normal(size=(4, 3)).astype(np.float32) * scale for scale in (2.0, 0.1, 1.0)]
 
-  def run_google():
+  def run_google(one_hot):
     with tf.Graph().as_default():
       with tf1.variable_scope("bert/embeddings"):
-        embeddings = tf1.get_variable("word_embeddings", initializer=tf.constant(table))
+        output, embeddings = modeling.embedding_lookup(
+            tf.constant(ids[np.newaxis]), 5, 3, use_one_hot_embeddings=one_hot)
       upstream = tf1.placeholder(tf.float32, (4, 3))
-      loss = tf.reduce_sum(tf.gather(embeddings, ids) * tf.stop_gradient(upstream))
+      loss = tf.reduce_sum(tf.reshape(output, [4, 3]) * tf.stop_gradient(upstream))
       train_op = original.create_optimizer(loss, INIT_LR, NUM_TRAIN_STEPS, 1, use_tpu=False)
       with tf1.Session(config=_ONE_THREAD) as session:
         session.run(tf1.global_variables_initializer())
+        embeddings.load(table, session)
         values = []
         for value in upstreams:
           session.run(train_op, {upstream: value})
           values.append(session.run(embeddings))
     return values
 
-  expected = _agreed(run_google)
+  expected = _agreed(lambda: run_google(one_hot=True))
+  gathered = run_google(one_hot=False)
+  # The row-by-row clip is another (Adam's first step hardly sees a scale; later ones do).
+  assert max(np.abs(g - e).max() for g, e in zip(gathered, expected)) > 1e-4
 
   variable = _keras_variable("bert/embeddings/word_embeddings", table)
   optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, 1)
@@ -466,16 +471,24 @@ def test_grouped_global_norm_is_the_global_norm():
   sparse = tf.IndexedSlices(tf.constant(rows), tf.constant([1, 3, 1, 4]), tf.constant([5, 3]))
   tensors = [tf.constant(t) for t in small[:50]] + [sparse] + [tf.constant(t) for t in large]
   tensors += [None] + [tf.constant(t) for t in small[50:]]
-  # An IndexedSlices counts its rows before duplicates are summed, as the original's clip.
-  want = np.sqrt(sum(np.sum(np.square(t.astype(np.float64))) for t in small + large + [rows]))
+  # An IndexedSlices counts as its dense sum (rows of repeated ids added first), as the
+  # original's one-hot embeddings' gradient.
+  dense = np.zeros((5, 3))
+  np.add.at(dense, [1, 3, 1, 4], rows.astype(np.float64))
+  assert abs(np.sum(np.square(dense)) - np.sum(np.square(rows.astype(np.float64)))) > 0.1
+  want = np.sqrt(sum(np.sum(np.square(t.astype(np.float64))) for t in small + large + [dense]))
   eager = optimization.grouped_global_norm(tensors).numpy()
   compiled = tf.function(optimization.grouped_global_norm, jit_compile=True)(tensors).numpy()
-  reference = tf.linalg.global_norm([t for t in tensors if t is not None]).numpy()
+  reference = tf.linalg.global_norm(
+      optimization.dense_gradients([t for t in tensors if t is not None])).numpy()
   np.testing.assert_allclose(reference, want, rtol=1e-6)
   np.testing.assert_allclose(eager, want, rtol=1e-6)
   np.testing.assert_allclose(compiled, want, rtol=1e-6)
   # 102 small tensors and 2 matrices (one row reduction each): ceil(104 / 48) = 3 groups.
-  graph = tf.function(optimization.grouped_global_norm).get_concrete_function(tensors).graph
+  # (Traced over the tensors as constants: the IndexedSlices' dense shape known, as a
+  # variable's gradient's is.)
+  graph = tf.function(lambda: optimization.grouped_global_norm(tensors)).get_concrete_function(
+  ).graph
   ops = [op.type for op in graph.get_operations()]
   assert ops.count("ConcatV2") == 3 and ops.count("Sum") == 2 + 3
   assert optimization.grouped_global_norm([]).numpy() == 0.0
