@@ -99,14 +99,22 @@ def test_a_fresh_run_refused_late_leaves_no_model_files(tmp_path, uncased_vocab,
                      tf.distribute.get_strategy(), do_train=True, train_file=str(three_answers),
                      train_batch_size=2, **SQUAD_LENGTHS)
   assert "answer" in message and not out.exists()
-  other = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522,
-                                                              hidden_size=48))
-  model = BertModel(other)
-  model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
-         "segment_ids": tf.zeros([1, 4], tf.int32)})
-  checkpoints.save_google_checkpoint(model, str(tmp_path / "other" / "bert_model.ckpt"))
-  _refused(_classifier, uncased_vocab, out, mrpc, do_train=True,
-           init_checkpoint=str(tmp_path / "other" / "bert_model.ckpt"))
+  def other_checkpoint(name, **sizes):
+    model = BertModel(BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522,
+                                                                          **sizes)))
+    model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+           "segment_ids": tf.zeros([1, 4], tf.int32)})
+    return checkpoints.save_google_checkpoint(model, str(tmp_path / name / "bert_model.ckpt"))
+
+  # Another hidden size: refused before anything is written (checkpoints.check_config_fits).
+  assert "word_embeddings has shape [30522, 48] in the checkpoint" in _refused(
+      _classifier, uncased_vocab, out, mrpc, do_train=True,
+      init_checkpoint=other_checkpoint("other", hidden_size=48))
+  assert not out.exists()
+  # Another position table: found by the load itself, once the run has begun.
+  assert "position_embeddings has shape [128, 32]" in _refused(
+      _classifier, uncased_vocab, out, mrpc, do_train=True,
+      init_checkpoint=other_checkpoint("positions", max_position_embeddings=128))
   left = {p.name for p in out.iterdir()}
   assert "train.tf_record" in left  # the features' cache stays
   assert not left & {"bert_config.json", "vocab.txt", "classifier.json", "run_settings.json"}
