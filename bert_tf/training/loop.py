@@ -173,6 +173,12 @@ class Trainer:
     # compiles; False: no. Not with prefetch_to_device.
     self.device_loop = self.config.device_loop
     self._batch_spec = None  # the train iterator's element_spec, once make_iterator made it
+    # float16 updates skipped for overflow so far (each read its batch), checkpointed: a
+    # resumed run's data goes on after step + this many batches. On the host: the in-graph
+    # loop counts it outside the replicas' step.
+    with tf.device("/cpu:0"):
+      self._skipped_updates = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                          name="skipped_updates")
 
   # === One update on one replica ===
 
@@ -371,8 +377,11 @@ class Trainer:
     strategy = self.strategy
     iterations = self.optimizer.iterations
     # float16: dynamic loss scaling skips an update whose gradients overflow (the optimizer's
-    # iterations do not advance); its loss does not count. Other optimizers apply every one.
+    # iterations do not advance); its loss does not count, its batch was read (counted in
+    # _skipped_updates, checkpointed: where a resumed run's data goes on). Other optimizers
+    # apply every one.
     may_skip = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+    skipped_updates = self._skipped_updates
     # AutoGraph makes the loop below a tf.while_loop; the step itself is traced as written.
     replica_step = tf.autograph.experimental.do_not_convert(self._replica_step)
 
@@ -390,6 +399,8 @@ class Trainer:
         loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         after = tf.cast(tf.identity(iterations), tf.int64) if may_skip else before + 1
         applied = after > before
+        if may_skip:
+          skipped_updates.assign_add(1 - tf.cast(applied, tf.int64))
         loss_sum += tf.where(applied, loss, 0.0)
         applied_count += tf.cast(applied, tf.float32)
         non_finite_step = tf.where(
@@ -518,17 +529,17 @@ class Trainer:
 
   def _train(self, dataset_fn, init_fn, summary_writer, progress, write_dir, hook):
     c = self.config
-    checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_variables(self.model),
-                                     optimizer=self.optimizer,
-                                     random_states=random_states(self.model))
+    checkpoint = training_checkpoint(self.model, self.optimizer, self._skipped_updates)
     # Every worker resumes from the chief's checkpoints in model_dir; only the chief (which
     # writes there) cleans leftovers and rewrites a damaged state file, before its manager
     # reads the state.
     is_writer = write_dir == c.model_dir
     if is_writer:
       clean_save_leftovers(c.model_dir, progress)
-    resumed = restore_newest_readable(checkpoint, self.model, c.model_dir, progress,
-                                      rewrite_state=is_writer)
+    resumed = restore_newest_readable(
+        lambda prefix: training_checkpoint(self.model, self.optimizer, self._skipped_updates,
+                                           prefix),
+        self.model, c.model_dir, progress, rewrite_state=is_writer)
     manager = tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)
@@ -544,13 +555,16 @@ class Trainer:
     saved_step = step if resumed else None
     stop = bool(hook and hook.begin(step, resumed=bool(resumed)))
 
+    # The batches read so far: one per update, and one per float16 update skipped for overflow.
+    position = step + int(self._skipped_updates.numpy())
+
     def resumed_dataset_fn(ctx):
       # Distributed iterators cannot be checkpointed, so a resumed run skips the batches the
       # steps so far consumed: with a deterministic dataset (seeded shuffles) it continues
       # exactly where the killed run was.
       dataset = dataset_fn(ctx)
-      if step:
-        dataset = dataset.skip(step * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+      if position:
+        dataset = dataset.skip(position * ctx.num_replicas_in_sync // ctx.num_input_pipelines)
       return dataset
 
     for name, used in (("device_loop", self._device_loops), ("prefetch_to_device",
@@ -680,6 +694,41 @@ def random_states(model):
     if generator is not None and getattr(generator, "state", None) is not None:
       states.append(generator.state)
   return states
+
+
+# A float16 run's checkpoint written before the optimizer was kept unwrapped (below).
+_WRAPPED_OPTIMIZER_KEY = "optimizer/inner_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def training_checkpoint(model, optimizer, skipped_updates, prefix=None):
+  """The ``tf.train.Checkpoint`` of a training run: the model's variables (Google names), the
+  optimizer, the dropout generators' states, and ``skipped_updates`` (float16). Under float16
+  the optimizer is the one Keras's ``LossScaleOptimizer`` wraps, under the same name as
+  without it, with the loss scale as ``loss_scale``: ``--dtype`` can change on a resume.
+
+  With ``prefix`` (a checkpoint to restore): only the optional parts that checkpoint holds
+  (``loss_scale``, ``skipped_updates``: a checkpoint without them restores as before), and for
+  a float16 checkpoint of before (the wrapper itself as ``optimizer``) the wrapper's layout.
+  """
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  scale = None
+  if inner is not optimizer:
+    scale = {"dynamic_scale": optimizer.dynamic_scale, "step_counter": optimizer.step_counter}
+  parts = {"model": checkpoints.trackable_variables(model), "optimizer": inner,
+           "random_states": random_states(model), "skipped_updates": skipped_updates}
+  if scale:
+    parts["loss_scale"] = tf.train.Checkpoint(**scale)
+  if prefix is None:
+    return tf.train.Checkpoint(**parts)
+  names = {name for name, _ in tf.train.list_variables(prefix)}
+  has = lambda part: any(n.startswith(part + "/") for n in names)  # noqa: E731
+  for part in ("loss_scale", "skipped_updates"):
+    if part in parts and not has(part):
+      del parts[part]
+  if _WRAPPED_OPTIMIZER_KEY in names:
+    parts.pop("loss_scale", None)
+    parts["optimizer"] = tf.train.Checkpoint(inner_optimizer=inner, **(scale or {}))
+  return tf.train.Checkpoint(**parts)
 
 
 def format_progress(stats, num_train_steps):

@@ -104,6 +104,10 @@ def check_checkpoint_fits(model, prefix, model_dir):
 def restore_newest_readable(checkpoint, model, model_dir, progress, rewrite_state=True):
   """Restores ``checkpoint`` from the newest readable ``ckpt-N`` in ``model_dir``.
 
+  ``checkpoint``: a ``tf.train.Checkpoint``, or a function of a checkpoint prefix giving the
+  one to restore it with (``loop.training_checkpoint``: the objects the files hold). Values
+  the files hold that it does not are left unread, in silence.
+
   A damaged checkpoint (missing or truncated ``.index``/``.data-*``, a bad checksum) or a
   garbage ``checkpoint`` state file gives a one-line warning through ``progress`` and the next
   older checkpoint is tried; the state file is then rewritten to name the one restored, so the
@@ -123,7 +127,8 @@ def restore_newest_readable(checkpoint, model, model_dir, progress, rewrite_stat
   for prefix in candidates:
     try:
       check_checkpoint_fits(model, prefix, model_dir)
-      checkpoint.restore(prefix).assert_existing_objects_matched()
+      restorer = checkpoint(prefix) if callable(checkpoint) else checkpoint
+      restorer.restore(prefix).expect_partial().assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, IndexError) as e:
       damaged.append(f"{os.path.basename(prefix)} ({_first_line(e)})")
       problems.append(f"checkpoint {prefix} is damaged ({_first_line(e)})")

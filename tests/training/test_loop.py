@@ -37,12 +37,12 @@ def _dataset_fn(global_batch, n=16):
 
 def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, config=CONFIG,
            steps_per_loop=2, save_every=2, init_weights=None, lr=1e-3, sgd=False, examples=16,
-           clip_norm=optimization.DEFAULT_CLIP_NORM):
+           clip_norm=optimization.DEFAULT_CLIP_NORM, dtype=None, initial_scale=None):
   strategy = strategy or tf.distribute.get_strategy()
   keras.utils.set_random_seed(7)
   task = PretrainingTask(BertConfig.from_dict(config))
   with strategy.scope():
-    model = task.build_model()
+    model = task.build_model("mixed_float16" if dtype == "float16" else None)
     if init_weights is not None:
       model.set_weights(init_weights)
     if sgd:
@@ -52,6 +52,9 @@ def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, con
     else:
       optimizer = optimization.create_optimizer(lr, num_train_steps=20, num_warmup_steps=2,
                                                 clip_norm=clip_norm)
+    if dtype == "float16":  # as loop.make_optimizer, with a chosen first loss scale
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer,
+                                                      initial_scale=initial_scale or 2.0 ** 15)
   trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
       model_dir=str(tmp_path), num_train_steps=steps, steps_per_loop=steps_per_loop,
       save_checkpoints_steps=save_every, gradient_accumulation_steps=accumulation,
@@ -195,3 +198,55 @@ def test_eval_results_are_written_as_the_original_wrote_them(tmp_path):
   loop.write_eval_results(str(path), {"f1": 81.20151371807, "best_f1_thresh": -1.23456789},
                           float32=False)
   assert path.read_text() == "best_f1_thresh = -1.23456789\nf1 = 81.20151371807\n"
+
+
+def test_float16_skipped_updates_resume_at_the_data_they_read(tmp_path):
+  """float16's loss scaling skips updates whose gradients overflow (a first scale of 2**24:
+  the first updates overflow, each halves it); each skipped update read its batch. A resumed
+  run skipped only the applied updates' batches and trained on batches the uninterrupted run
+  had passed (every batch holds other examples)."""
+  run = dict(steps_per_loop=1, save_every=1, examples=16 * 8, dtype="float16",
+             initial_scale=2.0 ** 24)
+  straight, _, _ = _train(tmp_path / "straight", steps=6, **run)
+  _train(tmp_path / "resumed", steps=3, **run)
+  resumed, _, lines = _train(tmp_path / "resumed", steps=6, **run)
+  assert lines[0].startswith("resumed from") and "at step 3" in lines[0]
+  reader = tf.train.load_checkpoint(loop.latest_checkpoint(str(tmp_path / "straight")))
+  skipped = reader.get_tensor("skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")
+  assert skipped >= 3  # the test means something: updates were skipped
+  for a, b in zip(straight.get_weights(), resumed.get_weights()):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_dtype_can_change_on_resume(tmp_path, monkeypatch):
+  """float32 -> float16 -> float32 resumes keep the step, the optimizer's slots and the data
+  position (the loss-scale wrapper named the optimizer otherwise: 'all checkpoints damaged');
+  a float16 checkpoint written with the wrapper as the optimizer (before) resumes too."""
+  folder = tmp_path / "run"
+  _, first, _ = _train(folder, steps=2)
+  _, second, lines = _train(folder, steps=4, dtype="float16")
+  assert lines[0].startswith("resumed from") and "at step 2" in lines[0]
+  model, third, lines = _train(folder, steps=6)
+  assert lines[0].startswith("resumed from") and "at step 4" in lines[0]
+  assert third["global_step"] == 6 and np.isfinite(third["loss"])
+  names = {n for n, _ in tf.train.list_variables(loop.latest_checkpoint(str(folder)))}
+  assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in names
+  # The earlier layout: a float16 run's checkpoint with the wrapper as "optimizer".
+  legacy = tmp_path / "legacy"
+  original = loop.training_checkpoint
+  monkeypatch.setattr(loop, "training_checkpoint", lambda model, optimizer, skipped, prefix=None: (
+      tf.train.Checkpoint(model=__import__("bert_tf").modeling.checkpoints.trackable_variables(
+          model), optimizer=optimizer, random_states=loop.random_states(model))))
+  _train(legacy, steps=2, dtype="float16")
+  monkeypatch.setattr(loop, "training_checkpoint", original)
+  names = {n for n, _ in tf.train.list_variables(loop.latest_checkpoint(str(legacy)))}
+  assert "optimizer/inner_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in names
+  saved = tf.train.load_checkpoint(loop.latest_checkpoint(str(legacy)))
+  m_key = next(n for n in names if n.startswith("optimizer/inner_optimizer/_variables/"))
+  for dtype in ("float16", None):
+    copy = tmp_path / f"legacy_{dtype}"
+    __import__("shutil").copytree(legacy, copy)
+    _, result, lines = _train(copy, steps=3, dtype=dtype)
+    assert lines[0].startswith("resumed from") and "at step 2" in lines[0], lines[:2]
+    assert result["global_step"] == 3
+  assert np.abs(saved.get_tensor(m_key)).max() > 0  # slots that a fresh start would not have
