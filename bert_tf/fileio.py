@@ -278,8 +278,8 @@ def dangling_link(path):
 def require_file(path, what="file", flag=None):
   """Raises a one-line ``BertTfError`` unless ``path`` is a file (or a link to one)."""
   where = f" (--{flag})" if flag else ""
-  if path and dangling_link(path):
-    raise BertTfError(f"{what}{where}: {dangling_link(path)}")
+  if path and (link := dangling_link(path)):
+    raise BertTfError(f"{what}{where}: {link}")
   if not path or not exists(path):
     raise BertTfError(f"{what} not found{where}: {path!r}")
   if is_folder(path):
@@ -302,9 +302,13 @@ def read_utf8(path, strip_bom=True):
   try:
     return data.decode("utf-8-sig" if strip_bom else "utf-8")
   except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-    raise not_utf8(path, line, column) from None
+    raise not_utf8_at(path, data, e.start) from None
+
+
+def not_utf8_at(path, data, offset):
+  """``not_utf8`` of byte ``offset`` of ``data``, the bytes of ``path``."""
+  line = data.count(b"\n", 0, offset) + 1
+  return not_utf8(path, line, offset - (data.rfind(b"\n", 0, offset) + 1) + 1)
 
 
 def read_json(path):

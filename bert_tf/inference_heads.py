@@ -153,8 +153,9 @@ class HeadsMixin:
     single = isinstance(text_a, (str, bytes))
     if single and not isinstance(text_b, (str, bytes)) and add_special_tokens:
       raise BertTfError("next_sentence: give two texts, text_a and text_b")
-    tokens, segments = self.tokenize(text_a, text_b, max_seq_length, add_special_tokens)
-    for i, ((_, b), s) in enumerate(zip(_as_items(text_a, text_b), segments)):
+    items = _as_items(text_a, text_b)  # (once: the texts may be a generator)
+    tokens, segments = self.tokenize(items, None, max_seq_length, add_special_tokens)
+    for i, ((_, b), s) in enumerate(zip(items, segments)):
       if s[-1] == 1:
         continue
       if b is None or not add_special_tokens:

@@ -164,8 +164,8 @@ def check_writable(label, path, is_folder):
     raise BertTfError(f"{label} {path} is a folder, not a file")
   folder = full if is_folder else os.path.dirname(full)
   existing = _nearest_existing(folder)
-  if fileio.dangling_link(existing):
-    raise BertTfError(f"{label} {path}: {fileio.dangling_link(existing)}")
+  if link := fileio.dangling_link(existing):
+    raise BertTfError(f"{label} {path}: {link}")
   if not os.path.isdir(existing):
     raise BertTfError(f"{label} {path}: {existing} is a file, not a folder")
   reason = _probe_write(existing)

@@ -177,20 +177,34 @@ class Vocab(collections.OrderedDict):
 
   Attributes:
     lines: the token of every line (list of str): id i is line i + 1, row i of the model's
-      embedding table.
+      embedding table (None for a Vocab made otherwise than by ``load_vocab``).
     repeats: ``(line, first_line, token)`` of every line whose token an earlier line has
       (numbers from 1); a repeated token's id is its last line's.
   """
-  lines = ()
+  lines = None
   repeats = ()
+
+  def copy(self):
+    copied = Vocab(self)
+    copied.lines = None if self.lines is None else list(self.lines)
+    copied.repeats = list(self.repeats)
+    return copied
+
+
+def vocab_lines(vocab):
+  """The token of every id of ``vocab`` (a ``Vocab``: its lines; another token -> id mapping:
+  its tokens in id order)."""
+  lines = getattr(vocab, "lines", None)
+  return list(lines) if lines is not None else sorted(vocab, key=vocab.__getitem__)
 
 
 def vocab_size(vocab):
   """The number of ids of ``vocab`` (a ``Vocab``: its lines; another mapping: its length)."""
-  return len(getattr(vocab, "lines", vocab))
+  lines = getattr(vocab, "lines", None)
+  return len(lines) if lines is not None else len(vocab)
 
 
-_REPEATS_WARNED = set()
+_WARNED = set()  # (vocab file, message) already logged
 
 
 def load_vocab(vocab_file):
@@ -204,15 +218,22 @@ def load_vocab(vocab_file):
   of the line before its own. A vocab with a repeated token is logged once (the lines).
 
   Raises:
-    BertTfError: the file does not exist, or a line is not UTF-8.
+    BertTfError: the file does not exist.
   """
   if not vocab_file or not fileio.exists(vocab_file):
     raise BertTfError(f"vocab file not found: {str(vocab_file)!r}")
   if fileio.is_folder(vocab_file):
     raise BertTfError(f"vocab file {str(vocab_file)!r} is a folder (give its vocab.txt)")
-  # Bytes that are not UTF-8: an error naming the line (the original dropped them, which can
-  # make one token another's, or "").
-  data = fileio.read_utf8(vocab_file, strip_bom=False)
+  with fileio.open_file(vocab_file, "rb") as reader:
+    raw = reader.read()
+  try:
+    data = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    # Dropped, as the original dropped them (a model's folder keeps loading), and said once:
+    # a token can become another's, or "".
+    _warn_once(vocab_file, f"{fileio.not_utf8_at(vocab_file, raw, e.start)}: its bytes that "
+                           "are not UTF-8 are dropped, as the original did")
+    data = convert_to_unicode(raw)
   # The original reads with readline(): lines end at "\n" only (not at the other characters
   # str.splitlines() knows), and no extra empty line follows a final "\n".
   lines = data.split("\n")
@@ -225,11 +246,17 @@ def load_vocab(vocab_file):
     if token in vocab:
       vocab.repeats.append((i + 1, vocab[token] + 1, token))
     vocab[token] = i  # (an OrderedDict keeps the token where it first came)
-  if vocab.repeats and str(vocab_file) not in _REPEATS_WARNED:
-    _REPEATS_WARNED.add(str(vocab_file))
-    logger.warning("%s", repeats_message(vocab_file, vocab.repeats) +
-                   ": each token takes the id of its last line (ids are line numbers)")
+  if vocab.repeats:
+    _warn_once(vocab_file, repeats_message(vocab_file, vocab.repeats) +
+               ": each token takes the id of its last line (ids are line numbers)")
   return vocab
+
+
+def _warn_once(vocab_file, message):
+  """Logs ``message`` the first time it is said of ``vocab_file`` in this process."""
+  if (str(vocab_file), message) not in _WARNED:
+    _WARNED.add((str(vocab_file), message))
+    logger.warning("%s", message)
 
 
 def repeats_message(vocab_file, repeats):
@@ -431,7 +458,7 @@ class FullTokenizer:
       BertTfError: the vocab file is missing, or a ``never_split`` token is not in it.
     """
     self.vocab = load_vocab(vocab_file)
-    self.inv_vocab = dict(enumerate(self.vocab.lines))  # (a repeated token: each line's id)
+    self.inv_vocab = dict(enumerate(vocab_lines(self.vocab)))  # (a repeated token: each line's)
     self.do_lower_case = do_lower_case
     self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
     self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)

@@ -49,8 +49,8 @@ def expand_file_patterns(file_patterns, flag="--input_file"):
     if not matched:
       why = (f" (only {temps[0]!r}, the temporary file of a write that is running or was "
              "stopped)" if temps else "")
-      if fileio.dangling_link(pattern.strip()):
-        raise BertTfError(f"{flag}: {fileio.dangling_link(pattern.strip())}")
+      if link := fileio.dangling_link(pattern.strip()):
+        raise BertTfError(f"{flag}: {link}")
       raise BertTfError(f"no input files match {pattern.strip()!r} ({flag}){why}")
     files.extend(sorted(matched))
   return files

@@ -309,8 +309,8 @@ def expand_patterns(patterns):
       matched = [p for p in glob.glob(pattern) if os.path.isfile(p)]
     if fileio.glob_chars(pattern):
       matched = [p for p in matched if fileio.temp_target(os.path.basename(p)) is None]
-    if not matched and fileio.dangling_link(pattern):
-      raise BertTfError(f"--input_file: {fileio.dangling_link(pattern)}")
+    if not matched and (link := fileio.dangling_link(pattern)):
+      raise BertTfError(f"--input_file: {link}")
     if not matched:
       folder = not fileio.is_remote(pattern) and os.path.isdir(pattern)
       raise BertTfError(f"no input files match {pattern!r} (--input_file)" +

@@ -36,7 +36,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, paths
+from bert_tf import fileio, paths, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.export import swap
 
@@ -110,7 +110,8 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
       with tf.io.gfile.GFile(os.path.join(folder, name), "w") as f:
         f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
     with tf.io.gfile.GFile(os.path.join(folder, "vocab.txt"), "w") as f:
-      f.write("".join(token + "\n" for token in vocab))  # load_vocab's order: the ids
+      # Every line of the vocab (id = line), a repeated token too: Hugging Face reads ids so.
+      f.write("".join(token + "\n" for token in tokenization.vocab_lines(vocab)))
 
   swap.write_atomically(output_dir, write, check=lambda path: check_output_dir(path, overwrite),
                         is_previous=is_previous_export)
@@ -156,7 +157,7 @@ def _label_fields(model, architecture, labels, multi_label=False):
 
 def _from_keras(model, vocab_file, do_lower_case):
   """``(model, tokenizer, do_lower_case, (masked LM, next sentence, pooler))`` of a Keras model."""
-  from bert_tf import casing, tokenization  # pylint: disable=import-outside-toplevel
+  from bert_tf import casing  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertPretrainer  # pylint: disable=import-outside-toplevel
   if not vocab_file:
     raise BertTfError("export_hugging_face: a Keras model needs vocab_file= (its vocab.txt)")

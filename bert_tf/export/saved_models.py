@@ -187,8 +187,8 @@ def check_fits(model, vocab_file, max_seq_length=None):
     tokenization.check_vocab_size("given as tokens", len(vocab_file), config.vocab_size)
   else:
     fileio.require_file(vocab_file, "vocab file", "vocab_file")
-    tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(tokenization.load_vocab(vocab_file)),
-                                  config.vocab_size)
+    vocab = tokenization.load_vocab(vocab_file)
+    tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab), config.vocab_size)
   if max_seq_length is not None:
     if max_seq_length > config.max_position_embeddings:
       raise BertTfError(f"max_seq_length {max_seq_length} exceeds the model's "

@@ -179,8 +179,7 @@ def _shapes(path):
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   except Exception:  # pylint: disable=broad-except
     return None
-  trained = {_unescape(m.group(1)): shape for key, shape in shapes.items()
-             for m in [_TRAINING_KEY.match(key)] if m}
+  trained = training_variable_shapes(shapes)
   return prefix, {k: tuple(v) for k, v in (trained or shapes).items()}
 
 
@@ -212,9 +211,15 @@ def check_config_fits(config, path):
         continue
       found = shapes[name][::-1] if transposed and name != google else shapes[name]
       if found != shape:
-        raise BertTfError(f"{source}: variable {google} has shape {list(found)} in the "
-                          f"checkpoint but {list(shape)} in the model (does the config belong "
-                          "to this checkpoint?)")
+        raise shape_mismatch(source, google, found, shape)
+
+
+def shape_mismatch(source, name, found, expected):
+  """The one-line error of variable ``name`` of shape ``found`` in the checkpoint ``source``
+  but ``expected`` in the model."""
+  return BertTfError(f"{source}: variable {name} has shape {list(found)} in the checkpoint but "
+                     f"{list(expected)} in the model (does the config belong to this "
+                     "checkpoint?)")
 
 
 def _assign_all(model, values, source, allow_missing_encoder=False, foreign_encoder=()):
@@ -231,9 +236,7 @@ def _assign_all(model, values, source, allow_missing_encoder=False, foreign_enco
       continue
     value = values[name]
     if tuple(value.shape) != tuple(variable.shape):
-      raise BertTfError(
-          f"{source}: variable {name} has shape {list(value.shape)} in the checkpoint but "
-          f"{list(variable.shape)} in the model (does the config belong to this checkpoint?)")
+      raise shape_mismatch(source, name, value.shape, variable.shape)
     loaded.append(name)
   unexpected = sorted(n for n in values if n not in targets and not _NON_MODEL.search(n))
   bad_missing = [n for n in missing if n.startswith("bert/") and not _OPTIONAL_ENCODER.match(n)]
@@ -410,6 +413,13 @@ def trackable_variables(model):
 def _unescape(key):
   # tf.train.Checkpoint escapes "/" as ".S" and "." as ".." in object names.
   return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), key)
+
+
+def training_variable_shapes(shape_map):
+  """``{google_name: shape}`` of the model variables in a bert_tf training checkpoint's
+  ``get_variable_to_shape_map()`` (empty for other checkpoints)."""
+  return {_unescape(m.group(1)): shape for key, shape in shape_map.items()
+          for m in [_TRAINING_KEY.match(key)] if m}
 
 
 def is_bert_tf_checkpoint(prefix):

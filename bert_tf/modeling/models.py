@@ -33,10 +33,18 @@ UNUSED_POOLER_WARNING = (r"Gradients do not exist for variables "
 class _UnusedPoolerModel(keras.Model):
   """``fit`` without Keras's warning that the pooler has no gradient (it is not used)."""
 
-  def train_step(self, *args, **kwargs):
-    with warnings.catch_warnings():  # the warning comes while train_step is traced
+  # In the calling thread, around the whole call (the warning comes while the train step is
+  # traced, under MirroredStrategy in each replica's thread: catch_warnings there, which is
+  # not thread-safe, could leave the filter on for the process).
+  def fit(self, *args, **kwargs):
+    with warnings.catch_warnings():
       warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
-      return super().train_step(*args, **kwargs)
+      return super().fit(*args, **kwargs)
+
+  def train_on_batch(self, *args, **kwargs):
+    with warnings.catch_warnings():
+      warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
+      return super().train_on_batch(*args, **kwargs)
 
 
 class _TaskModel(keras.Model):

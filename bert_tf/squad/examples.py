@@ -192,7 +192,7 @@ def _add_training_answer(example, qa, paragraph_text, char_to_word_offset,
   if len(answers) != 1:
     # A SQuAD 2.0 file: its unanswerable questions have none (is_impossible true).
     hint = ("; a SQuAD 2.0 file? pass --version_2_with_negative"
-            if not answers and "is_impossible" in qa else "")
+            if not answers and qa.get("is_impossible") is True else "")
     raise BertTfError(f"{source}: {where} (id {example.qas_id!r}) has {len(answers)} answers; "
                       f"for training each question must have exactly 1 answer{hint}")
   answer = answers[0]

@@ -538,7 +538,7 @@ class Trainer:
       clean_save_leftovers(c.model_dir, progress)
     resumed = restore_newest_readable(
         lambda prefix: training_checkpoint(self.model, self.optimizer, self._skipped_updates,
-                                           prefix),
+                                           prefix) or checkpoint,
         self.model, c.model_dir, progress, rewrite_state=is_writer)
     manager = tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
@@ -696,19 +696,17 @@ def random_states(model):
   return states
 
 
-# A float16 run's checkpoint written before the optimizer was kept unwrapped (below).
-_WRAPPED_OPTIMIZER_KEY = "optimizer/inner_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
-
-
 def training_checkpoint(model, optimizer, skipped_updates, prefix=None):
   """The ``tf.train.Checkpoint`` of a training run: the model's variables (Google names), the
   optimizer, the dropout generators' states, and ``skipped_updates`` (float16). Under float16
   the optimizer is the one Keras's ``LossScaleOptimizer`` wraps, under the same name as
   without it, with the loss scale as ``loss_scale``: ``--dtype`` can change on a resume.
 
-  With ``prefix`` (a checkpoint to restore): only the optional parts that checkpoint holds
-  (``loss_scale``, ``skipped_updates``: a checkpoint without them restores as before), and for
-  a float16 checkpoint of before (the wrapper itself as ``optimizer``) the wrapper's layout.
+  With ``prefix`` (a checkpoint to restore): None when that checkpoint has every part (restore
+  with the checkpoint the run saves: its save counter too, so a resumed run writes the bytes
+  an uninterrupted one writes); else the one to restore it with: only the optional parts it
+  holds (``loss_scale``, ``skipped_updates``: a checkpoint without them restores as before),
+  and for a float16 checkpoint of before (the wrapper itself as ``optimizer``) its layout.
   """
   inner = getattr(optimizer, "inner_optimizer", optimizer)
   scale = None
@@ -722,13 +720,16 @@ def training_checkpoint(model, optimizer, skipped_updates, prefix=None):
     return tf.train.Checkpoint(**parts)
   names = {name for name, _ in tf.train.list_variables(prefix)}
   has = lambda part: any(n.startswith(part + "/") for n in names)  # noqa: E731
+  fits = True
   for part in ("loss_scale", "skipped_updates"):
     if part in parts and not has(part):
       del parts[part]
-  if _WRAPPED_OPTIMIZER_KEY in names:
+      fits = False
+  if has("optimizer/inner_optimizer"):  # the wrapper, as float16 runs wrote it before
     parts.pop("loss_scale", None)
     parts["optimizer"] = tf.train.Checkpoint(inner_optimizer=inner, **(scale or {}))
-  return tf.train.Checkpoint(**parts)
+    fits = False
+  return None if fits else tf.train.Checkpoint(**parts)
 
 
 def format_progress(stats, num_train_steps):

@@ -83,9 +83,7 @@ def check_checkpoint_fits(model, prefix, model_dir):
   when the index itself is unreadable (a damaged checkpoint, not a mismatch).
   """
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-  saved = {checkpoints._unescape(m.group(1)): shape  # pylint: disable=protected-access
-           for key, shape in shapes.items()
-           for m in [checkpoints._TRAINING_KEY.match(key)] if m}  # pylint: disable=protected-access
+  saved = checkpoints.training_variable_shapes(shapes)
   ours = {name: list(v.shape) for name, v in checkpoints.google_variable_map(model).items()}
   where = (f"--output_dir {model_dir!r}: checkpoint {os.path.basename(prefix)} was written for "
            "another model")

@@ -169,6 +169,12 @@ def test_a_keras_encoder_is_a_bert_model_and_casing_comes_from_the_vocab(tmp_pat
   tokenizer_config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
   assert tokenizer_config["do_lower_case"] is False  # "Paris": a cased vocab
   assert "mask_token" not in tokenizer_config  # not in this vocab
+  # A vocab that lists a token twice: every line is written, so Hugging Face's ids (line
+  # numbers) stay the rows of the table (the tokens only, once each, moved later ids).
+  (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\nParis\n[SEP]\nParis\n##is\n")
+  bert_tf.export_hugging_face(encoder, str(tmp_path / "hf2"),
+                              vocab_file=str(tmp_path / "vocab.txt"))
+  assert (tmp_path / "hf2" / "vocab.txt").read_text() == (tmp_path / "vocab.txt").read_text()
 
 
 def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, capsys):

@@ -209,6 +209,10 @@ def test_next_sentence_needs_pairs(tiny_bert):
   with pytest.raises(bert_tf.BertTfError) as e:
     tiny_bert.next_sentence(["a", "b"], ["c", ""])
   assert str(e.value) == "next_sentence: the text_b of input 1 has no tokens ('')"
+  # Pairs from a generator, read once (the texts were read twice: "no texts given").
+  pairs = [("the cat sat", "it purred"), ("a dog ran", "the sky")]
+  np.testing.assert_array_equal(tiny_bert.next_sentence(p for p in pairs),
+                                tiny_bert.next_sentence(pairs))
 
 
 def test_missing_files_are_one_line_errors(tiny_google, tmp_path):

@@ -133,15 +133,19 @@ def test_a_repeated_token_keeps_every_id_its_line(tmp_path, google_tokenization,
   assert tokenizer.convert_tokens_to_ids(["a", "b", "last"]) == [5, 3, 9]
   assert tokenizer.convert_ids_to_tokens([2, 5, 9]) == ["a", "a", "last"]
   assert tokenizer.vocab_size == 10
+  copied = vocab.copy()  # (OrderedDict.copy builds the class from the dict alone)
+  assert tokenization.vocab_size(copied) == 10 and copied.lines == vocab.lines
+  assert tokenization.vocab_lines({"b": 1, "a": 0}) == ["a", "b"]
 
 
-def test_a_vocab_line_that_is_not_utf8_is_named(tmp_path):
-  """The original dropped the bytes ("caf\\xe9" became "caf", maybe another line's token)."""
+def test_a_vocab_line_that_is_not_utf8_is_named(tmp_path, caplog):
+  """The original dropped the bytes in silence ("caf\\xe9" became "caf", here another line's
+  token); they are dropped as before (a model's folder keeps loading) and the line is named."""
   path = tmp_path / "vocab.txt"
   path.write_bytes(b"[PAD]\n[UNK]\ncaf\xe9\ncaf\n")
-  with pytest.raises(BertTfError) as err:
-    tokenization.load_vocab(str(path))
-  assert str(err.value) == f"{path}:3: not valid UTF-8 (byte 4 of the line)"
+  assert tokenization.load_vocab(str(path)).lines == ["[PAD]", "[UNK]", "caf", "caf"]
+  assert (f"{path}:3: not valid UTF-8 (byte 4 of the line): its bytes that are not UTF-8 are "
+          "dropped, as the original did") in caplog.text
 
 
 def test_missing_vocab_file_names_it(tmp_path):

@@ -4,13 +4,15 @@ The reference in each case is an independent run of the same arithmetic on one d
 one batch (the definition of the global-batch update), not a stored number.
 """
 
+import shutil
+
 import numpy as np
 import pytest
 import keras
 import tensorflow as tf
 
 from bert_tf import optimization
-from bert_tf.modeling import BertConfig
+from bert_tf.modeling import BertConfig, checkpoints
 from bert_tf.training import distribution, loop
 from bert_tf.training.pretraining import PretrainingTask
 from tests.reference import google_models
@@ -218,35 +220,57 @@ def test_float16_skipped_updates_resume_at_the_data_they_read(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+def _restores_the_saved_slots(folder, dtype, prefix_key):
+  """Restores ``folder``'s latest checkpoint into a fresh model and optimizer of ``dtype``
+  (``training_checkpoint``, as a resume does): every optimizer variable (step, m, v) equals
+  the checkpoint's, which names them ``<prefix_key>/_variables/<i>``."""
+  task = PretrainingTask(BertConfig.from_dict(CONFIG))
+  model = task.build_model("mixed_float16" if dtype == "float16" else None)
+  optimizer = optimization.create_optimizer(1e-3, num_train_steps=20, num_warmup_steps=2)
+  if dtype == "float16":
+    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  optimizer.build(model.trainable_variables)
+  prefix = loop.latest_checkpoint(str(folder))
+  skipped = tf.Variable(0, dtype=tf.int64)
+  full = loop.training_checkpoint(model, optimizer, skipped)
+  restorer = loop.training_checkpoint(model, optimizer, skipped, prefix) or full
+  restorer.restore(prefix).expect_partial().assert_existing_objects_matched()
+  saved = tf.train.load_checkpoint(prefix)
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  assert inner.iterations.numpy() == saved.get_tensor(
+      f"{prefix_key}/_iterations/.ATTRIBUTES/VARIABLE_VALUE") > 0
+  for i, variable in enumerate(inner.variables[1:], start=1):
+    np.testing.assert_array_equal(variable.numpy(), saved.get_tensor(
+        f"{prefix_key}/_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"))
+  assert max(np.abs(v.numpy()).max() for v in inner.variables[1:]) > 0
+
+
 def test_dtype_can_change_on_resume(tmp_path, monkeypatch):
-  """float32 -> float16 -> float32 resumes keep the step, the optimizer's slots and the data
-  position (the loss-scale wrapper named the optimizer otherwise: 'all checkpoints damaged');
-  a float16 checkpoint written with the wrapper as the optimizer (before) resumes too."""
+  """float32 -> float16 -> float32 resumes keep the step and the optimizer's slots (the
+  loss-scale wrapper named the optimizer otherwise: 'all checkpoints damaged'); a float16
+  checkpoint written with the wrapper as the optimizer (before) resumes too."""
   folder = tmp_path / "run"
-  _, first, _ = _train(folder, steps=2)
-  _, second, lines = _train(folder, steps=4, dtype="float16")
+  _train(folder, steps=2)
+  _restores_the_saved_slots(folder, "float16", "optimizer")
+  _, _, lines = _train(folder, steps=4, dtype="float16")
   assert lines[0].startswith("resumed from") and "at step 2" in lines[0]
-  model, third, lines = _train(folder, steps=6)
+  _restores_the_saved_slots(folder, None, "optimizer")
+  _, third, lines = _train(folder, steps=6)
   assert lines[0].startswith("resumed from") and "at step 4" in lines[0]
   assert third["global_step"] == 6 and np.isfinite(third["loss"])
-  names = {n for n, _ in tf.train.list_variables(loop.latest_checkpoint(str(folder)))}
-  assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in names
   # The earlier layout: a float16 run's checkpoint with the wrapper as "optimizer".
   legacy = tmp_path / "legacy"
   original = loop.training_checkpoint
   monkeypatch.setattr(loop, "training_checkpoint", lambda model, optimizer, skipped, prefix=None: (
-      tf.train.Checkpoint(model=__import__("bert_tf").modeling.checkpoints.trackable_variables(
-          model), optimizer=optimizer, random_states=loop.random_states(model))))
+      None if prefix else tf.train.Checkpoint(
+          model=checkpoints.trackable_variables(model), optimizer=optimizer,
+          random_states=loop.random_states(model))))
   _train(legacy, steps=2, dtype="float16")
   monkeypatch.setattr(loop, "training_checkpoint", original)
-  names = {n for n, _ in tf.train.list_variables(loop.latest_checkpoint(str(legacy)))}
-  assert "optimizer/inner_optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in names
-  saved = tf.train.load_checkpoint(loop.latest_checkpoint(str(legacy)))
-  m_key = next(n for n in names if n.startswith("optimizer/inner_optimizer/_variables/"))
   for dtype in ("float16", None):
+    _restores_the_saved_slots(legacy, dtype, "optimizer/inner_optimizer")
     copy = tmp_path / f"legacy_{dtype}"
-    __import__("shutil").copytree(legacy, copy)
+    shutil.copytree(legacy, copy)
     _, result, lines = _train(copy, steps=3, dtype=dtype)
     assert lines[0].startswith("resumed from") and "at step 2" in lines[0], lines[:2]
     assert result["global_step"] == 3
-  assert np.abs(saved.get_tensor(m_key)).max() > 0  # slots that a fresh start would not have
