@@ -1,0 +1,312 @@
+"""Fine-tuning UPDATES against Google's original run_classifier + optimization (graph mode).
+
+The same tiny BERT classifier (dropout 0) starts from the same Google-format checkpoint and
+takes 3 updates on the same 3 batches (padding, both segments, repeated word ids) with the
+original's optimizer settings (AdamWeightDecay, lr 1e-3, warmup 1 of 10 steps, global-norm
+clip 1.0, ACTIVE at every update: norms 5.7, 5.4, 3.0). Every variable and both Adam slots,
+by Google name, must agree after every update:
+
+  (a) the original: ``run_classifier.create_model(..., is_training=True,
+      use_one_hot_embeddings=True)`` (its TPU path; token types are one-hot always) and
+      ``optimization.create_optimizer(loss, lr, 10, 1, use_tpu=False)`` in a tf1 Session;
+  (b) bert_tf: ``loop.Trainer`` with the ``ClassifierTask`` (as ``run_classifier``), its
+      ``BertClassifier(classifier_dropout=0.0)``, ``optimization.create_optimizer`` and
+      ``checkpoints.load_weights`` of the same checkpoint, one batch per loop; without XLA,
+      with XLA (per-variable fused updates) and with the whole update as one XLA computation
+      (the GPU path, forced on CPU).
+
+Tolerances (float32, absolute, measured on CPU; max |bert_tf - original| after update 2 / 3):
+  weights      2.1e-7 / 3.7e-7 (XLA; 1.6e-7 / 2.7e-7 without): WEIGHT_ATOL 1e-6
+  key biases   3.1e-7 / 9.5e-7: KEY_BIAS_ATOL 5e-6. An attention key bias adds q.b to every
+               score of a softmax row, so its gradient is 0 in exact arithmetic: what each
+               side computes is rounding noise (~1e-10), which Adam (no bias correction,
+               eps 1e-6) turns into ~lr * 1e-4 per update, independently on each side.
+  Adam slots   1.3e-8 (adam_m; adam_v far smaller): SLOT_ATOL 1e-7
+Update 1 has learning rate 0 (warmup): only the slots move, and the weights agree exactly.
+Adam's step is nearly scale-free (m / sqrt(v)), so a gradient element's relative rounding
+error becomes about lr x that error in its weight: these tolerances are ~1e-3 x lr, while a
+real difference shows at 1e-5..1e-3 (test_a_different_update_is_seen: the original's gather
+path, whose clip measures the word-embedding gradient row by row, 6e-6 / 2.8e-5; a clip norm
+of 1.1 instead of 1.0, 9e-5 / 1.7e-4).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import optimization
+from bert_tf.modeling import BertConfig, checkpoints
+from bert_tf.training import classifier, loop
+from tests.reference import google_models
+from tests.reference.google_bert import google
+
+tf1 = tf.compat.v1
+
+CONFIG = google_models.tiny_config_dict(hidden_dropout_prob=0.0,
+                                        attention_probs_dropout_prob=0.0)
+BATCH, SEQ, NUM_LABELS = 4, 16, 2
+LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS = 1e-3, 10, 1
+NUM_UPDATES = 3
+WEIGHT_ATOL, KEY_BIAS_ATOL, SLOT_ATOL = 1e-6, 5e-6, 1e-7
+KEY_BIAS = "attention/self/key/bias"
+# The checkpoint's values: N(0, 0.2) (LayerNorm gammas 1 + N(0, 0.2)), far from the
+# initialisers, so that the gradients' global norm is well above the clip norm 1.
+SCALE = 0.2
+
+# Google's train_op groups the update with `global_step.assign(global_step + 1)` and no order
+# between that assign and the learning-rate schedule's read of global_step (see
+# test_optimization.py): one thread makes the race rare, and runs are repeated until two in a
+# row agree.
+_ONE_THREAD = tf1.ConfigProto(inter_op_parallelism_threads=1, intra_op_parallelism_threads=1)
+
+
+def _batches(seed=7):
+  """3 batches: random ids (repeated ids forced), padding, segments 0 then 1, labels 0/1."""
+  rng = np.random.RandomState(seed)
+  batches = []
+  for _ in range(NUM_UPDATES):
+    lengths = rng.randint(SEQ // 2, SEQ + 1, size=BATCH)
+    lengths[0] = SEQ
+    input_mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
+    input_ids = rng.randint(1, CONFIG["vocab_size"], size=(BATCH, SEQ))
+    input_ids[:, 3] = input_ids[:, 1]                # a word twice in each example
+    input_ids[1, 2] = input_ids[0, 4]                # and one across examples
+    input_ids = (input_ids * input_mask).astype(np.int32)
+    segment_ids = ((np.arange(SEQ)[None, :] >= lengths[:, None] // 2) * input_mask
+                   ).astype(np.int32)
+    label_ids = np.array([0, 1, 1, 0], np.int32)
+    rng.shuffle(label_ids)
+    batches.append({"input_ids": input_ids, "input_mask": input_mask,
+                    "segment_ids": segment_ids, "label_ids": label_ids})
+  assert all((b["segment_ids"] == 1).any() and (b["input_mask"] == 0).any() for b in batches)
+  return batches
+
+
+def _no_dropout(x, keep_prob=None, **_):
+  del keep_prob
+  return x
+
+
+def _google_graph(checkpoint, use_one_hot_embeddings, make_checkpoint=False):
+  """The original's training graph (placeholders, train_op, loss, gradient norm, variables,
+  the model variables' saver), built once; each run restores ``checkpoint`` into it. With
+  ``make_checkpoint``, first writes ``checkpoint``: every model variable (the classifier
+  head's too, so that both sides start from the same head) drawn at random."""
+  run_classifier, modeling = google("run_classifier"), google("modeling")
+  original_optimization = google("optimization")
+  graph = tf.Graph()
+  with graph.as_default():
+    feeds = {k: tf1.placeholder(tf.int32, [BATCH, SEQ])
+             for k in ("input_ids", "input_mask", "segment_ids")}
+    feeds["label_ids"] = tf1.placeholder(tf.int32, [BATCH])
+    config = modeling.BertConfig.from_dict(CONFIG)
+    # create_model's head applies `tf.nn.dropout(output_layer, keep_prob=0.9)` whenever
+    # is_training, whatever the config: random masks no other implementation can reproduce.
+    # It is the identity while the graph is built (bert_tf's side: classifier_dropout=0.0);
+    # the encoder's dropouts are off through the config (modeling.dropout skips rate 0).
+    with pytest.MonkeyPatch.context() as patch:
+      patch.setattr(tf1.nn, "dropout", _no_dropout)
+      # create_model reads `shape[-1].value` (TF1 Dimensions): TF1 shapes while it builds.
+      tf1.disable_v2_tensorshape()
+      try:
+        loss, _, _, _ = run_classifier.create_model(
+            config, True, feeds["input_ids"], feeds["input_mask"], feeds["segment_ids"],
+            feeds["label_ids"], NUM_LABELS, use_one_hot_embeddings)
+      finally:
+        tf1.enable_v2_tensorshape()
+    model_variables = tf1.global_variables()
+    # The global norm of the dense gradients (what the one-hot path's clip measures), to
+    # check that clipping is active.
+    norm = tf1.linalg.global_norm([tf1.convert_to_tensor(g) for g in
+                                   tf1.gradients(loss, tf1.trainable_variables())])
+    train_op = original_optimization.create_optimizer(
+        loss, LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS, use_tpu=False)
+    variables = {v.op.name: v for v in tf1.global_variables()}
+    init = tf1.global_variables_initializer()
+    saver = tf1.train.Saver(model_variables)
+    if make_checkpoint:
+      rng = np.random.RandomState(3)
+      assigns = [v.assign((1.0 if v.op.name.endswith("gamma") else 0.0) +
+                          SCALE * rng.standard_normal(v.shape.as_list()).astype(np.float32))
+                 for v in model_variables]
+      with tf1.Session(graph=graph, config=_ONE_THREAD) as session:
+        session.run(init)
+        session.run(assigns)
+        saver.save(session, checkpoint)
+  return dict(graph=graph, feeds=feeds, train_op=train_op, loss=loss, norm=norm,
+              variables=variables, init=init, saver=saver, checkpoint=checkpoint,
+              model_names=sorted(v.op.name for v in model_variables))
+
+
+def _run_google_once(g, batches):
+  """Per update: ({name: value} of every variable and slot after it, loss and gradient norm
+  of its batch before it)."""
+  history = []
+  with tf1.Session(graph=g["graph"], config=_ONE_THREAD) as session:
+    session.run(g["init"])
+    g["saver"].restore(session, g["checkpoint"])
+    for batch in batches:
+      feed = {g["feeds"][k]: v for k, v in batch.items()}
+      loss, norm = session.run((g["loss"], g["norm"]), feed)
+      session.run(g["train_op"], feed)
+      history.append((session.run(g["variables"]), loss, norm))
+  return history
+
+
+def _run_google(checkpoint, batches, use_one_hot_embeddings=True, make_checkpoint=False):
+  g = _google_graph(checkpoint, use_one_hot_embeddings, make_checkpoint)
+  last = _run_google_once(g, batches)
+  for _ in range(4):
+    again = _run_google_once(g, batches)
+    if all(np.array_equal(a[0][k], b[0][k]) for a, b in zip(last, again) for k in a[0]):
+      return again, g["model_names"]
+    last = again
+  raise AssertionError("Google's reference gave different numbers in every run")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+  checkpoint = str(tmp_path_factory.mktemp("init") / "bert_model.ckpt")
+  batches = _batches()
+  history, model_names = _run_google(checkpoint, batches, make_checkpoint=True)
+  return {"checkpoint": checkpoint, "batches": batches, "history": history,
+          "model_names": model_names}
+
+
+class _Snapshots:
+  """A Trainer checkpoint hook: every variable and Adam slot by Google name after each save
+  (save_checkpoints_steps=1: after each update)."""
+
+  def __init__(self, model, optimizer):
+    self.model, self.optimizer, self.history = model, optimizer, []
+
+  def begin(self, step, resumed):
+    assert step == 0 and not resumed
+    return False
+
+  def saved(self, step):
+    assert step == len(self.history) + 1
+    values = {}
+    for name, variable in checkpoints.google_variable_map(self.model).items():
+      values[name] = variable.numpy()
+      values[name + "/adam_m"] = self.optimizer.slot(variable, "m").numpy()
+      values[name + "/adam_v"] = self.optimizer.slot(variable, "v").numpy()
+    self.history.append(values)
+    return False
+
+  def close(self):
+    pass
+
+
+def _run_bert_tf(reference, tmp_path, jit_compile=False, whole_update=None, clip_norm=1.0):
+  """run_classifier's training (classifier.run_classifier's Trainer) on the reference's
+  batches, in order -> (per update {google_name: value} of weights and slots, loop result)."""
+  task = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS,
+                                   classifier_dropout=0.0)
+  strategy = tf.distribute.get_strategy()
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS,
+                                              NUM_WARMUP_STEPS, clip_norm=clip_norm)
+  trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+      model_dir=str(tmp_path), num_train_steps=NUM_UPDATES, steps_per_loop=1,
+      save_checkpoints_steps=1, jit_compile=jit_compile, global_batch_size=BATCH,
+      seq_length=SEQ))
+  trainer.whole_update = whole_update
+  batches = reference["batches"]
+  stacked = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+  dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(stacked).batch(  # noqa: E731
+      BATCH, drop_remainder=True)
+  snapshots = _Snapshots(model, optimizer)
+  reports = []
+  result = trainer.train(
+      dataset_fn,
+      init_fn=lambda m: reports.append(checkpoints.load_weights(m, reference["checkpoint"])),
+      progress=lambda line: None, checkpoint_hook=snapshots)
+  assert result["global_step"] == NUM_UPDATES and len(snapshots.history) == NUM_UPDATES
+  assert not reports[0].missing and not reports[0].unexpected, reports[0]
+  # The path asked for was the one taken.
+  assert (trainer._compiled_update is not None) == bool(whole_update)  # pylint: disable=protected-access
+  return snapshots.history, result
+
+
+def _atol(name):
+  if "/adam_" in name:
+    return SLOT_ATOL
+  return KEY_BIAS_ATOL if name.endswith(KEY_BIAS) else WEIGHT_ATOL
+
+
+def _differences(want_history, got_history):
+  """Per update: {"weights", "key_biases", "slots"}: max |got - want|."""
+  out = []
+  for want, got in zip(want_history, got_history):
+    d = {"weights": 0.0, "key_biases": 0.0, "slots": 0.0}
+    for name in got:
+      kind = ("slots" if "/adam_" in name else
+              "key_biases" if name.endswith(KEY_BIAS) else "weights")
+      d[kind] = max(d[kind], float(np.abs(got[name] - want[name]).max()))
+    out.append(d)
+  return out
+
+
+def _exceeds_tolerance(want_history, got_history):
+  return any(np.any(np.abs(got[n] - want[n]) > _atol(n))
+             for want, got in zip(want_history, got_history) for n in got)
+
+
+def test_reference_moves_and_clips(reference):
+  """The comparison can see something: clipping is active at every update (global norm > 1),
+  and the weights moved (update 1 has learning rate 0, warmup: only its Adam slots move)."""
+  history = reference["history"]
+  norms = [norm for _, _, norm in history]
+  assert min(norms) > 2.0, norms
+  initial = tf.train.load_checkpoint(reference["checkpoint"])
+  moved = [max(np.abs(values[n] - initial.get_tensor(n)).max() for n in reference["model_names"])
+           for values, _, _ in history]
+  assert moved[0] == 0.0 and moved[1] > 5e-4 and moved[2] > 1e-3, moved
+  # Every variable moved by > 1e-3 (update 2: 3.8e-3 the least), but the attention key biases,
+  # whose gradient is rounding noise (module docstring), by 3.4e-7 at most (2 updates, lr > 0).
+  final = history[-1][0]
+  key_moved = max(np.abs(final[n] - initial.get_tensor(n)).max()
+                  for n in reference["model_names"] if n.endswith(KEY_BIAS))
+  others_moved = min(np.abs(final[n] - initial.get_tensor(n)).max()
+                     for n in reference["model_names"] if not n.endswith(KEY_BIAS))
+  assert key_moved < KEY_BIAS_ATOL / 5 and others_moved > 1e-3, (key_moved, others_moved)
+  assert np.abs(history[0][0]["output_weights/adam_m"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("jit_compile,whole_update", [(False, None), (True, False),
+                                                      (True, True)],
+                         ids=["graph", "xla", "xla_whole_update"])
+def test_updates_match_the_original(reference, tmp_path, jit_compile, whole_update):
+  history, result = _run_bert_tf(reference, tmp_path, jit_compile, whole_update)
+  want_history = [values for values, _, _ in reference["history"]]
+  print("max |bert_tf - original| per update:", _differences(want_history, history))
+  names = sorted(k for k in history[0] if "/adam_" not in k)
+  assert names == reference["model_names"]
+  assert sorted(history[0]) == sorted(k for k in want_history[0] if k != "global_step")
+  for step, (want, got) in enumerate(zip(want_history, history), start=1):
+    for name in sorted(got):
+      np.testing.assert_allclose(got[name], want[name], rtol=0, atol=_atol(name),
+                                 err_msg=f"update {step}: {name}")
+  # The loop's loss (its last loop: update 3's batch, before the update) is the original's.
+  np.testing.assert_allclose(result["loss"], reference["history"][-1][1], rtol=1e-5)
+
+
+def test_a_different_update_is_seen(reference, tmp_path):
+  """The tolerances catch real differences of the update: the original's gather path
+  (use_one_hot_embeddings=False: its clip measures the word-embedding gradient's gathered rows
+  apart, a repeated id's rows unsummed; the TPU path and bert_tf sum them first), and bert_tf
+  with clip norm 1.1 instead of the original's 1.0."""
+  want_history = [values for values, _, _ in reference["history"]]
+  gather, _ = _run_google(reference["checkpoint"], reference["batches"],
+                          use_one_hot_embeddings=False)
+  gather_history = [values for values, _, _ in gather]
+  print("gather path - one-hot path:", _differences(want_history, gather_history))
+  assert _exceeds_tolerance(want_history, gather_history)
+  assert max(d["weights"] for d in _differences(want_history, gather_history)) > 10 * WEIGHT_ATOL
+
+  other_clip, _ = _run_bert_tf(reference, tmp_path, clip_norm=1.1)
+  print("clip 1.1 - original:", _differences(want_history, other_clip))
+  assert _exceeds_tolerance(want_history, other_clip)
+  assert max(d["weights"] for d in _differences(want_history, other_clip)) > 10 * WEIGHT_ATOL
