@@ -86,10 +86,11 @@ def grouped_global_norm(tensors):
   as its dense sum, ``dense_gradients``); only the order of the float32 additions differs.
   Each tensor becomes a vector of squares: a small one (at most ``SMALL_GRADIENT_ELEMENTS``
   elements) its squared elements, a matrix its rows' sums of squares (one row reduction); the
-  vectors are concatenated ``NORM_PIECES_PER_GROUP`` at a time and each group summed once. ``tf.linalg.global_norm`` reduces every tensor to a scalar
-  on its own: under XLA on a GPU one kernel per small tensor and two per matrix (XLA splits a
-  large reduction to a scalar in two), each far shorter than its launch; BERT-Large has 398
-  variables (BENCHMARKS.md, "The global norm in fewer reductions").
+  vectors are concatenated ``NORM_PIECES_PER_GROUP`` at a time and each group summed once.
+  ``tf.linalg.global_norm`` reduces every tensor to a scalar on its own: under XLA on a GPU
+  one kernel per small tensor and two per matrix (XLA splits a large reduction to a scalar in
+  two), each far shorter than its launch; BERT-Large has 398 variables (BENCHMARKS.md, "The
+  global norm in fewer reductions").
   """
   with tf.name_scope("global_norm"):
     pieces = []

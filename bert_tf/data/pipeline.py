@@ -47,10 +47,10 @@ def expand_file_patterns(file_patterns, flag="--input_file"):
       temps = [f for f in matched if fileio.temp_target(os.path.basename(f)) is not None]
       matched = [f for f in matched if f not in temps]
     if not matched:
-      why = (f" (only {temps[0]!r}, the temporary file of a write that is running or was "
-             "stopped)" if temps else "")
       if link := fileio.dangling_link(pattern.strip()):
         raise BertTfError(f"{flag}: {link}")
+      why = (f" (only {temps[0]!r}, the temporary file of a write that is running or was "
+             "stopped)" if temps else "")
       raise BertTfError(f"no input files match {pattern.strip()!r} ({flag}){why}")
     files.extend(sorted(matched))
   return files

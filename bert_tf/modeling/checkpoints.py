@@ -198,20 +198,18 @@ def check_config_fits(config, path):
     raise BertTfError(f"{source}: the checkpoint has {len(layers)} encoder layers but the config "
                       f"says num_hidden_layers {config.num_hidden_layers} (does the config "
                       "belong to this checkpoint?)")
-  hidden, vocab, inner = config.hidden_size, config.vocab_size, config.intermediate_size
-  expected = {  # Google name: (its shape, its Hugging Face name, whether that is transposed)
-      "bert/embeddings/word_embeddings": ((vocab, hidden), "embeddings.word_embeddings.weight",
-                                          False),
-      "bert/encoder/layer_0/intermediate/dense/kernel": (
-          (hidden, inner), "encoder.layer.0.intermediate.dense.weight", True),
-  }
-  for google, (shape, hf, transposed) in expected.items():
-    for name in (google, hf, f"bert.{hf}"):
-      if name not in shapes:
-        continue
-      found = shapes[name][::-1] if transposed and name != google else shapes[name]
-      if found != shape:
-        raise shape_mismatch(source, google, found, shape)
+  hidden, inner = config.hidden_size, config.intermediate_size
+  expected = {"bert/embeddings/word_embeddings": (config.vocab_size, hidden),
+              "bert/encoder/layer_0/intermediate/dense/kernel": (hidden, inner)}
+  for google, shape in expected.items():
+    # Its name in Google's and bert_tf's checkpoints, and in Hugging Face's with or without
+    # the "bert." prefix (a dense kernel transposed there).
+    names = [(google, False)] + [hugging_face_name(google, prefix) for prefix in ("bert.", "")]
+    for name, transposed in names:
+      if name in shapes:
+        found = shapes[name][::-1] if transposed else shapes[name]
+        if found != shape:
+          raise shape_mismatch(source, google, found, shape)
 
 
 def shape_mismatch(source, name, found, expected):

@@ -12,6 +12,7 @@ Each is a plain ``keras.Model``: it works in bert_tf's custom training loop and 
 ``compile``/``fit``/``evaluate``/``predict``. Shape legend as in ``heads.py``.
 """
 
+import contextlib
 import warnings
 
 import keras
@@ -30,20 +31,26 @@ UNUSED_POOLER_WARNING = (r"Gradients do not exist for variables "
                          r"\['bert/pooler/dense/kernel', 'bert/pooler/dense/bias'\] when")
 
 
+@contextlib.contextmanager
+def unused_pooler_quiet():
+  """Keras's ``UNUSED_POOLER_WARNING`` not shown inside (``warnings.catch_warnings``: enter it
+  in the thread that trains, around the whole call: the warning comes while the train step is
+  traced, under MirroredStrategy in each replica's thread, where catch_warnings, which is not
+  thread-safe, could leave the filter on for the process)."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
+    yield
+
+
 class _UnusedPoolerModel(keras.Model):
   """``fit`` without Keras's warning that the pooler has no gradient (it is not used)."""
 
-  # In the calling thread, around the whole call (the warning comes while the train step is
-  # traced, under MirroredStrategy in each replica's thread: catch_warnings there, which is
-  # not thread-safe, could leave the filter on for the process).
   def fit(self, *args, **kwargs):
-    with warnings.catch_warnings():
-      warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
+    with unused_pooler_quiet():
       return super().fit(*args, **kwargs)
 
   def train_on_batch(self, *args, **kwargs):
-    with warnings.catch_warnings():
-      warnings.filterwarnings("ignore", UNUSED_POOLER_WARNING)
+    with unused_pooler_quiet():
       return super().train_on_batch(*args, **kwargs)
 
 

@@ -39,6 +39,7 @@ from absl import logging
 
 from bert_tf import faults
 from bert_tf import fileio
+from bert_tf import optimization
 from bert_tf import progress
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
@@ -214,8 +215,8 @@ class Trainer:
       for micro in _split(features, k):
         micro_loss, micro_grads = gradients_fn(micro, denominators)
         # Embedding gradients come as IndexedSlices; dense sums are what the update uses (and
-        # the clip measures, optimization.dense_gradients: k micro-batches, one batch).
-        micro_grads = [tf.convert_to_tensor(g) if g is not None else None for g in micro_grads]
+        # the clip measures: k micro-batches, one batch).
+        micro_grads = optimization.dense_gradients(micro_grads)
         loss = micro_loss if loss is None else loss + micro_loss
         grads = micro_grads if grads is None else [
             a + b if a is not None else None for a, b in zip(grads, micro_grads)]
@@ -673,7 +674,6 @@ def make_optimizer(strategy, learning_rate, num_train_steps, num_warmup_steps,
                    dtype="float32", optimizer_kwargs=None):
   """``optimization.create_optimizer`` under the strategy's scope, wrapped for dynamic loss
   scaling when ``dtype`` is float16 (the one place every training script builds it)."""
-  from bert_tf import optimization  # pylint: disable=import-outside-toplevel
   with strategy.scope():
     optimizer = optimization.create_optimizer(
         learning_rate, num_train_steps, num_warmup_steps, **(optimizer_kwargs or {}))

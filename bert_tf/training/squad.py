@@ -21,7 +21,6 @@ import json
 import os
 import random
 import tempfile
-import warnings
 
 import keras
 import numpy as np
@@ -504,13 +503,12 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
               version_2_with_negative, null_score_diff_threshold))
     else:
       eval_during.note_kept_best(best_dir, progress)
-    with warnings.catch_warnings():
-      # The span head does not use the pooler (nor did the original's): no gradient there.
-      warnings.filterwarnings("ignore", models.UNUSED_POOLER_WARNING)
-      with record_check.naming_damaged_records([record], record_check.CACHE_ADVICE):
-        results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
-                                         summary_writer=loop.summary_writer(output_dir),
-                                         progress=progress, checkpoint_hook=hook)
+    # The span head does not use the pooler (nor did the original's): no gradient there.
+    with models.unused_pooler_quiet(), record_check.naming_damaged_records(
+        [record], record_check.CACHE_ADVICE):
+      results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
+                                       summary_writer=loop.summary_writer(output_dir),
+                                       progress=progress, checkpoint_hook=hook)
     global_step = results["train"]["global_step"]
     if use_best_checkpoint:
       global_step = eval_during.restore_best(model, best_dir, progress)

@@ -25,7 +25,6 @@ tags) get eval_accuracy and eval_loss only.
 """
 
 import os
-import warnings
 
 import keras
 import numpy as np
@@ -359,10 +358,9 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
               [[s.words, s.tags] for s in eval_sentences]))
     else:
       eval_during.note_kept_best(best_dir, progress)
-    with warnings.catch_warnings(), record_check.naming_damaged_records(
+    # The token head does not use the pooler: no gradient there (as run_squad's).
+    with models.unused_pooler_quiet(), record_check.naming_damaged_records(
         [train_file], record_check.CACHE_ADVICE):
-      # The token head does not use the pooler: no gradient there (as run_squad's).
-      warnings.filterwarnings("ignore", models.UNUSED_POOLER_WARNING)
       results["train"] = trainer.train(train_dataset_fn, init_fn=init_fn,
                                        summary_writer=(loop.summary_writer(output_dir)
                                                        if chief else None),
