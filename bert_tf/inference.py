@@ -296,6 +296,7 @@ class InferenceModel(inference_heads.HeadsMixin):
     if tokenizer.never_split:
       by_length = sorted(set(tokenizer.never_split), key=len, reverse=True)
       self._never_split_re = re.compile("(" + "|".join(map(re.escape, by_length)) + ")")
+    self._compile()
 
   def __repr__(self):
     c = self.config
@@ -422,38 +423,51 @@ class InferenceModel(inference_heads.HeadsMixin):
     fn = self._encoder_with_attentions if output_attentions else self._encoder_alone
     return fn(word_ids, mask, type_ids, layers)
 
-  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
-  def _encoder_alone(self, word_ids, mask, type_ids, layers):
-    return self._encode(word_ids, mask, type_ids, layers, output_attentions=False)
+  def _compile(self):
+    """The compiled functions, this model's own: closures over its encoder and heads, not
+    ``tf.function`` methods. TensorFlow binds a method's function to its instance through a
+    weak ``TfMethodTarget``; once, in a CI run, a Jupyter kernel's first call received that
+    binding as ``self`` (AttributeError: 'TfMethodTarget' object has no attribute '_encode';
+    not reproduced in 39 runs, cause not found). A closure has no such binding."""
+    encoder, model = self.encoder, self.model
 
-  @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
-  def _encoder_with_attentions(self, word_ids, mask, type_ids, layers):
-    return self._encode(word_ids, mask, type_ids, layers, output_attentions=True)
+    def encode(word_ids, mask, type_ids, layers, output_attentions):
+      out = encoder({"input_word_ids": word_ids, "input_mask": mask,
+                     "input_type_ids": type_ids}, training=False,
+                    output_attentions=output_attentions)
+      every = tf.stack([out["embedding_output"]] + out["encoder_outputs"])  # [L+1,b,s,H]
+      hidden = tf.gather(every, layers)  # [k,b,s,H]
+      result = {"hidden_states": hidden, "pooled_output": out["pooled_output"]}
+      if output_attentions:
+        result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
+      return result
 
-  def _encode(self, word_ids, mask, type_ids, layers, output_attentions):
-    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
-                        "input_type_ids": type_ids}, training=False,
-                       output_attentions=output_attentions)
-    every = tf.stack([out["embedding_output"]] + out["encoder_outputs"])  # [L+1,b,s,H]
-    hidden = tf.gather(every, layers)  # [k,b,s,H]
-    result = {"hidden_states": hidden, "pooled_output": out["pooled_output"]}
-    if output_attentions:
-      result["attentions"] = tf.stack(out["attention_probs"])  # [L,b,N,s,s]
-    return result
+    @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+    def encoder_alone(word_ids, mask, type_ids, layers):
+      return encode(word_ids, mask, type_ids, layers, output_attentions=False)
 
-  @tf.function(input_signature=[_IDS, _IDS, _IDS, _IDS])
-  def _masked_lm_fn(self, word_ids, mask, type_ids, positions):
-    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
-                        "input_type_ids": type_ids}, training=False)
-    logits = self.model.masked_lm(out["sequence_output"], positions,
-                                  self.encoder.word_embeddings)  # [b,P,V]
-    return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+    @tf.function(input_signature=[_IDS, _IDS, _IDS, _INDEXES])
+    def encoder_with_attentions(word_ids, mask, type_ids, layers):
+      return encode(word_ids, mask, type_ids, layers, output_attentions=True)
 
-  @tf.function(input_signature=[_IDS, _IDS, _IDS])
-  def _next_sentence_fn(self, word_ids, mask, type_ids):
-    out = self.encoder({"input_word_ids": word_ids, "input_mask": mask,
-                        "input_type_ids": type_ids}, training=False)
-    return tf.nn.softmax(self.model.next_sentence(out["pooled_output"]), axis=-1)  # [b,2]
+    @tf.function(input_signature=[_IDS, _IDS, _IDS, _IDS])
+    def masked_lm_fn(word_ids, mask, type_ids, positions):
+      out = encoder({"input_word_ids": word_ids, "input_mask": mask,
+                     "input_type_ids": type_ids}, training=False)
+      logits = model.masked_lm(out["sequence_output"], positions,
+                               encoder.word_embeddings)  # [b,P,V]
+      return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+    @tf.function(input_signature=[_IDS, _IDS, _IDS])
+    def next_sentence_fn(word_ids, mask, type_ids):
+      out = encoder({"input_word_ids": word_ids, "input_mask": mask,
+                     "input_type_ids": type_ids}, training=False)
+      return tf.nn.softmax(model.next_sentence(out["pooled_output"]), axis=-1)  # [b,2]
+
+    self._encoder_alone = encoder_alone
+    self._encoder_with_attentions = encoder_with_attentions
+    self._masked_lm_fn = masked_lm_fn
+    self._next_sentence_fn = next_sentence_fn
 
   def _batches(self, tokens, segments, batch_size=None):
     """Yields ``(indexes, word_ids, mask, type_ids)``, each batch padded to its longest.
