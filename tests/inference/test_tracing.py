@@ -1,6 +1,9 @@
 """Texts run one by one (as the tutorials do) trace each compiled function once: no retracing
 (and no TensorFlow retracing warning), whatever the lengths, batch sizes, layers and flags."""
 
+import subprocess
+import sys
+
 import numpy as np
 
 import bert_tf
@@ -25,3 +28,32 @@ def test_sentence_by_sentence_traces_each_function_once(tiny_google):
   together = bert.embed(TEXTS, pooling="mean")
   alone = np.concatenate([bert.embed([t], pooling="mean") for t in TEXTS])
   np.testing.assert_allclose(alone, together, atol=1e-5)
+
+
+_LOADS = """
+import sys
+import tensorflow as tf
+import bert_tf
+for n in range(7):  # a seventh model: TensorFlow warns from the fifth trace of one code
+  bert = bert_tf.load(sys.argv[1])
+  bert("the cat sat.", output_attentions=True)
+  bert.embed(["the cat sat."])
+  bert.fill_mask("the [MASK] sat.")
+  bert.next_sentence("the cat sat.", "the cat sat.")
+for n in range(7):  # the user's own function created in a loop: still warned
+  user_function = tf.function(lambda x: x + 1)
+  user_function(tf.constant(n))
+"""
+
+
+def test_models_loaded_one_after_another_do_not_warn_of_retracing(tiny_google):
+  """Each loaded model compiles its own functions (its weights) and traces each once;
+  TensorFlow counts traces by the code and, from the fifth model in a process, warned that
+  tf.functions were created in a loop. That warning stays for the user's own functions."""
+  folder, _ = tiny_google
+  result = subprocess.run([sys.executable, "-c", _LOADS, str(folder)], capture_output=True,
+                          text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  warned = [line for line in result.stderr.splitlines()
+            if "triggered tf.function retracing" in line]
+  assert warned and all("<lambda>" in line for line in warned), warned
