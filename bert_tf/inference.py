@@ -454,10 +454,12 @@ class InferenceModel(inference_heads.HeadsMixin):
 
   def _compile(self):
     """The compiled functions, this model's own: closures over its encoder and heads, not
-    ``tf.function`` methods. TensorFlow binds a method's function to its instance through a
-    weak ``TfMethodTarget``; once, in a CI run, a Jupyter kernel's first call received that
-    binding as ``self`` (AttributeError: 'TfMethodTarget' object has no attribute '_encode';
-    not reproduced in 39 runs, cause not found). A closure has no such binding."""
+    ``tf.function`` methods. TensorFlow binds a method to its instance through a weak
+    ``TfMethodTarget``, and AutoGraph tells builtins by the ids it recorded when TensorFlow was
+    first imported: in a Jupyter kernel one of them is ipykernel's per-cell ``builtins.input``,
+    freed when the cell ends, and a binding that landed at that address was called as a
+    builtin, with the TfMethodTarget as ``self`` (once in CI: AttributeError:
+    'TfMethodTarget' object has no attribute '_encode'). A closure has no such binding."""
     encoder, model = self.encoder, self.model
 
     def encode(word_ids, mask, type_ids, layers, output_attentions):

@@ -203,6 +203,12 @@ def _make_preprocessor(vocab_file, do_lower_case, max_seq_length):
                           max_seq_length=max_seq_length)
 
 
+# The modules' tf.function methods run without AutoGraph (straight-line code; nothing in them
+# branches on a tensor). With it, TensorFlow binds a method to its module through a weak
+# TfMethodTarget and AutoGraph tells builtins by the ids it recorded when TensorFlow was first
+# imported; in a Jupyter kernel one of those ids is ipykernel's per-cell ``builtins.input``,
+# freed when the cell ends, and a binding that lands at that address was called as a builtin:
+# with the TfMethodTarget as ``self`` (AttributeError; bert_tf.inference met it in CI).
 class _Assets(tf.Module):
   """vocab_file (an asset, copied into the export) and do_lower_case, as TF Hub's models."""
 
@@ -246,15 +252,15 @@ class ClassifierModule(_Assets):
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
             "label_ids": label_ids, "labels": tf.gather(self.label_names, label_ids)}
 
-  @tf.function(input_signature=[_TEXT])
+  @tf.function(autograph=False, input_signature=[_TEXT])
   def serve_text(self, text):
     return self._outputs(self.preprocessor(text))
 
-  @tf.function(input_signature=[_TEXT_A, _TEXT_B])
+  @tf.function(autograph=False, input_signature=[_TEXT_A, _TEXT_B])
   def serve_text_pair(self, text_a, text_b):
     return self._outputs(self.preprocessor((text_a, text_b)))
 
-  @tf.function(input_signature=[_ids_spec(name) for name in _IDS])
+  @tf.function(autograph=False, input_signature=[_ids_spec(name) for name in _IDS])
   def serve_ids(self, input_word_ids, input_mask, input_type_ids):
     inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
               "input_type_ids": input_type_ids}
@@ -292,11 +298,11 @@ class EncoderModule(_Assets):
             "default": outputs["pooled_output"],
             "encoder_outputs": list(outputs["encoder_outputs"])}
 
-  @tf.function
+  @tf.function(autograph=False)
   def __call__(self, inputs, training=False):
     return self._encode(inputs, training=training)
 
-  @tf.function(input_signature=[_ids_spec(name) for name in _IDS])
+  @tf.function(autograph=False, input_signature=[_ids_spec(name) for name in _IDS])
   def serve_ids(self, input_word_ids, input_mask, input_type_ids):
     outputs = self._encode({"input_word_ids": input_word_ids, "input_mask": input_mask,
                             "input_type_ids": input_type_ids})
@@ -323,21 +329,21 @@ class PreprocessorModule(_Assets):
                                       name="max_seq_length")
     self._add_assets(vocab_file, do_lower_case)
 
-  @tf.function(input_signature=[_TEXT])
+  @tf.function(autograph=False, input_signature=[_TEXT])
   def __call__(self, text):
     return self.preprocessor(text)
 
-  @tf.function(input_signature=[_TEXT])
+  @tf.function(autograph=False, input_signature=[_TEXT])
   def tokenize(self, text):
     return self.preprocessor.tokenize(text)
 
-  @tf.function
+  @tf.function(autograph=False)
   def bert_pack_inputs(self, segments):
     if len(segments) not in (1, 2):
       raise ValueError(f"bert_pack_inputs takes 1 or 2 segments, got {len(segments)}")
     return self.preprocessor.pack(*segments)
 
-  @tf.function(input_signature=[_TEXT_A, _TEXT_B])
+  @tf.function(autograph=False, input_signature=[_TEXT_A, _TEXT_B])
   def serve_text_pair(self, text_a, text_b):
     return self.preprocessor((text_a, text_b))
 

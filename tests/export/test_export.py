@@ -19,6 +19,7 @@ from bert_tf import export
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, BertConfig
 from bert_tf.preprocessing import BertPreprocessor
+from tests._autograph_builtins import method_bindings_taken_for_builtins
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "cat", "dog", "sat", "on",
          "mat", "##s", "free", "money", "now", "win", "##ner", "hello", "world", "!", ",", ".",
@@ -287,3 +288,25 @@ def test_exports_of_a_vocab_or_length_that_does_not_fit_are_refused(tmp_path):
       call()
     assert str(e.value).startswith(message)
   assert sorted(os.listdir(tmp_path)) == ["big.txt", "vocab.txt"]
+
+
+def test_a_kernel_that_takes_a_method_binding_for_a_builtin_exports_the_same(tmp_path):
+  """See tests/_autograph_builtins.py: the modules' tf.function methods run without AutoGraph,
+  so a binding taken for a builtin (a Jupyter kernel's stale id) cannot call them with the
+  wrong self; the exports give the Keras model's outputs."""
+  vocab, model, preprocessor = _tiny_classifier(tmp_path, len(LABELS))
+  with method_bindings_taken_for_builtins():
+    export.export_all(model, str(tmp_path / "export"), vocab_file=vocab, do_lower_case=True,
+                      max_seq_length=SEQ_LENGTH, labels=LABELS)
+  text_a, text_b = tf.constant(TEXT_A), tf.constant(TEXT_B)
+  features = preprocessor((text_a, text_b))
+  folders = sorted(os.listdir(tmp_path / "export"))
+  loaded = {name: tf.saved_model.load(str(tmp_path / "export" / name)) for name in folders}
+  classifier = next(m for m in loaded.values() if hasattr(m, "label_names"))
+  np.testing.assert_allclose(classifier.serve_text_pair(text_a, text_b)["logits"].numpy(),
+                             model(features, training=False).numpy(), rtol=1e-5, atol=1e-6)
+  encoder = next(m for m in loaded.values() if hasattr(m, "trainable_variables")
+                 and m is not classifier)
+  np.testing.assert_allclose(encoder(features)["pooled_output"].numpy(),
+                             model.bert(features, training=False)["pooled_output"].numpy(),
+                             rtol=1e-5, atol=1e-6)

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 import bert_tf
+from tests._autograph_builtins import method_bindings_taken_for_builtins
 
 TEXTS = ["the cat sat.", "the cat sat on the mat.", "he bought milk at the store.",
          "a man walks in paris and he is late."]
@@ -57,3 +58,21 @@ def test_models_loaded_one_after_another_do_not_warn_of_retracing(tiny_google):
   warned = [line for line in result.stderr.splitlines()
             if "triggered tf.function retracing" in line]
   assert warned and all("<lambda>" in line for line in warned), warned
+
+
+def test_a_kernel_that_takes_a_method_binding_for_a_builtin_changes_nothing(tiny_google):
+  """See tests/_autograph_builtins.py: the compiled functions are closures, so a binding
+  taken for a builtin (a Jupyter kernel's stale id) cannot call them with the wrong self."""
+  folder, _ = tiny_google
+  text = ("the cat sat.", "the cat sat on the mat.")
+  expected = bert_tf.load(str(folder))
+  with method_bindings_taken_for_builtins():
+    bert = bert_tf.load(str(folder))  # a fresh model: traced under the patch
+    got = bert([text], output_attentions=True, output_hidden_states=True)
+    masked = bert.fill_mask("the [MASK] sat.")
+    is_next = bert.next_sentence(*text)
+  want = expected([text], output_attentions=True, output_hidden_states=True)
+  np.testing.assert_array_equal(np.stack(got.attentions), np.stack(want.attentions))
+  np.testing.assert_array_equal(np.stack(got.hidden_states), np.stack(want.hidden_states))
+  assert masked == expected.fill_mask("the [MASK] sat.")
+  assert is_next == expected.next_sentence(*text)
