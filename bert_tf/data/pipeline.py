@@ -228,14 +228,16 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     seed: makes shuffling (and dynamic masking) deterministic; None = nondeterministic.
     dynamic_masking: None, or dict(vocab_size=, mask_id=, special_ids=, masked_lm_prob=).
     use_next_sentence: False drops ``next_sentence_labels`` (MLM-only training).
-    deterministic: tf.data determinism; default: deterministic when ``seed`` is given.
+    deterministic: tf.data determinism; default: deterministic when ``seed`` is given, and
+      always for evaluation (``is_training=False`` reads in file order: with ``repeat`` and a
+      number of eval steps, which records are evaluated depends on it).
   """
   files = expand_file_patterns(file_patterns)
   spec = feature_spec.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
   compression = _compression(files)
   check_pretraining_files(files, max_seq_length, max_predictions_per_seq, compression)
   if deterministic is None:
-    deterministic = seed is not None
+    deterministic = seed is not None or not is_training
   options = tf.data.Options()
   options.deterministic = deterministic
   if is_training:

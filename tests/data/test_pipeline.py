@@ -62,6 +62,9 @@ def test_eval_reads_every_record_in_order_with_static_shapes(records):
   assert spec["masked_lm_weights"].shape == (4, PRED)
   assert spec["masked_lm_weights"].dtype == tf.float32
   assert spec["next_sentence_labels"].shape == (4, 1)
+  # In order by tf.data's guarantee, not by its map-and-batch fusion's luck (unfused, a
+  # nondeterministic parallel map returned record 0 last).
+  assert ds.options().deterministic is True
   batches = list(ds)
   assert len(batches) == 3
   for name, values in examples.items():

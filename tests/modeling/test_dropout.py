@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling import BertConfig, BertModel, layers
-from bert_tf.training import loop
+from bert_tf.training import distribution, loop
 from bert_tf.training.pretraining import PretrainingTask
 from tests.reference import google_models
 
@@ -92,7 +92,7 @@ def test_jit_compiled_training_uses_hash_dropout(tmp_path):
 def _two_replicas():
   if len(tf.config.list_logical_devices("CPU")) < 2:
     pytest.skip("needs 2 logical CPU devices (conftest sets them before TensorFlow starts)")
-  return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+  return distribution.mirrored_strategy(["/cpu:0", "/cpu:1"])  # its own collective keys
 
 
 @pytest.mark.parametrize("rng", layers.DROPOUT_RNGS)
