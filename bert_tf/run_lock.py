@@ -32,11 +32,20 @@ checkpoints compares its --vocab_file with the folder's vocab.txt (the vocab the
 were trained with, kept beside them): a vocab or config of another model would be evaluated
 without an error and then written over the folder's own.
 
+The training data, ``run_settings.json``'s ``training_data``: a fingerprint of the training
+examples (their content, in order: the same data moved to another path is the same), recorded
+by a fresh run of the fine-tuning scripts (``check_training_data``). A run that would resume
+the checkpoints on other examples (train.tsv, --train_file or train.txt changed, another
+--data_dir) is refused with one line as changed flags are: it would have gone on from the
+checkpoint's step through the new data, the model then trained on a mix of the two. A record
+without it (an older folder) takes this run's.
+
 Both are applied by ``one_run_per_output_dir``, the decorator of the training library's
 ``run_pretraining``, ``run_classifier`` and ``run_squad``; under multi-worker training only
 the chief locks and writes, every task compares.
 """
 
+import contextvars
 import datetime
 import errno
 import functools
@@ -58,6 +67,12 @@ SETTINGS_FILE = "run_settings.json"
 # (``loop.write_model_files_if_fresh``, ``classifier_labels``): put back as it was when the
 # run fails before any checkpoint.
 FRESH_RUN_FILES = ("bert_config.json", "vocab.txt", "classifier.json", "token_classifier.json")
+# run_settings.json's entry for the training examples' fingerprint (not a flag: compared by
+# ``check_training_data``, not ``check_settings``).
+TRAINING_DATA = "training_data"
+# The run ``one_run_per_output_dir`` is running: its folder, chief, resume_with_changed_flags,
+# progress, and the fingerprint to record when it has gone through.
+_RUN = contextvars.ContextVar("bert_tf_run", default=None)
 # The results of an earlier run that a fresh training run's folder may hold (an eval-only or
 # predict-only run of another model, the --init_checkpoint): set aside when it starts, gone
 # once it has a checkpoint, put back if it fails before one (``_set_aside_results``).
@@ -424,7 +439,7 @@ def _differences(recorded, settings):
       f"{flag(name)} {show(recorded.get(name, missing))} (now "
       f"{show(settings.get(name, missing))})"
       for name in sorted(set(recorded) | set(settings))
-      if recorded.get(name, missing) != settings.get(name, missing))
+      if name != TRAINING_DATA and recorded.get(name, missing) != settings.get(name, missing))
 
 
 def check_settings(output_dir, settings, *, resume_with_changed_flags=False, progress=None,
@@ -521,9 +536,55 @@ def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, prog
   progress(f"warning: {message}: going on (--resume_with_changed_flags)")
 
 
+def _read_record(path):
+  """run_settings.json's dict, or None (no file, or not a record)."""
+  if not fileio.exists(path):
+    return None
+  with fileio.open_file(path) as f:
+    return _parse(f.read()) or None
+
+
 def record_settings(output_dir, settings):
-  """Writes ``settings`` as ``output_dir/run_settings.json`` (atomically)."""
-  _write_settings(os.path.join(output_dir, SETTINGS_FILE), settings)
+  """Writes ``settings`` as ``output_dir/run_settings.json`` (atomically), keeping the
+  record's ``training_data`` unless ``settings`` has its own."""
+  path = os.path.join(output_dir, SETTINGS_FILE)
+  recorded = _read_record(path) or {}
+  if TRAINING_DATA in recorded and TRAINING_DATA not in settings:
+    settings = dict(settings, **{TRAINING_DATA: recorded[TRAINING_DATA]})
+  _write_settings(path, settings)
+
+
+def check_training_data(fingerprint, source):
+  """The training examples (``fingerprint``, e.g. ``eval_during_training.data_fingerprint``
+  of them in order; ``source``: where they were read, for the message) against the record
+  of the folder being trained (see the module docstring); call it before anything is
+  written. A fresh run records them; a resume on other examples is a one-line
+  ``BertTfError`` unless ``resume_with_changed_flags`` (a warning; recorded when the run has
+  gone through). Outside ``one_run_per_output_dir`` (the library called directly), nothing."""
+  run = _RUN.get()
+  if run is None:
+    return
+  output_dir = run["output_dir"]
+  path = os.path.join(output_dir, SETTINGS_FILE)
+  recorded = _read_record(path)
+  if not _has_checkpoints(output_dir):
+    if run["chief"] and recorded is not None:  # check_settings wrote it: put back on failure
+      _write_settings(path, dict(recorded, **{TRAINING_DATA: fingerprint}))
+    return
+  old = (recorded or {}).get(TRAINING_DATA)
+  if old == fingerprint:
+    return
+  if old is not None:
+    message = (f"--output_dir {output_dir!r} holds checkpoints trained on other examples "
+               f"than {source}'s")
+    if not run["resume_with_changed_flags"]:
+      raise BertTfError(f"{message}: resumed, the model would go on from their step through "
+                        "these, trained on a mix of the two; pass --resume_with_changed_flags "
+                        "to resume them anyway, or use another --output_dir")
+    run["progress"](f"warning: {message}: resuming them on these "
+                    "(--resume_with_changed_flags)")
+  if run["chief"]:
+    run["training_data"] = fingerprint
 
 
 def _set_aside_results(output_dir, progress):
@@ -567,6 +628,10 @@ def one_run_per_output_dir(trajectory):
       progress = arguments.get("progress")
       chief = distribution.is_chief(arguments["strategy"])
       lock = OutputDirLock(output_dir, progress) if chief else None
+      run_state = {"output_dir": output_dir, "chief": chief,
+                   "resume_with_changed_flags": resume_with_changed_flags,
+                   "progress": progress or (lambda line: logging.warning("%s", line))}
+      token = _RUN.set(run_state)
       try:
         faults.point("output_dir_locked")
         changed = None
@@ -607,8 +672,12 @@ def one_run_per_output_dir(trajectory):
             fileio.discard(moved)
         if changed is not None:
           record_settings(output_dir, changed)
+        if run_state.get("training_data") is not None:
+          record_settings(output_dir, dict(_read_record(os.path.join(
+              output_dir, SETTINGS_FILE)) or {}, **{TRAINING_DATA: run_state["training_data"]}))
         return results
       finally:
+        _RUN.reset(token)
         if lock is not None:
           lock.release()
 

@@ -423,13 +423,16 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   preflight.check_tokenizer(tokenizer, vocab_file, bert_config, do_lower_case,
                             init_checkpoint, progress)
 
+  def source(split):
+    return (f"tensorflow-datasets glue {glue_task.name} {split}" if use_tfds else
+            processor.split_file(data_dir, split))
+
   def read(split, phase):
     if use_tfds:
       examples = processor.get_tfds_examples(split, data_dir)
-      where = f"tensorflow-datasets glue {glue_task.name} {split}"
     else:
       examples = processor.get_examples(data_dir, split)
-      where = processor.split_file(data_dir, split)
+    where = source(split)
     if not examples:
       raise BertTfError(f"{where}: no examples (empty, or a header only); {phase} needs some")
     return examples
@@ -464,6 +467,10 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   # Every split the run will need is read now: a missing or empty dev.tsv is found before
   # training, not after it.
   train_examples = read(glue_task.train_split, "--do_train") if do_train else None
+  if do_train:  # Resumed checkpoints go on through the examples they were trained on.
+    run_lock.check_training_data(eval_during.data_fingerprint(
+        "classifier-train", [[e.text_a, e.text_b, e.label] for e in train_examples]),
+                                 source(glue_task.train_split))
   eval_phase = "--do_eval" if do_eval else "--eval_during_training"
   eval_examples = ({split: read(split, eval_phase) for split in glue_task.eval_splits}
                    if do_eval or eval_during_training else {})

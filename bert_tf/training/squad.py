@@ -455,6 +455,9 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     read = squad_examples.read_squad_examples(train_file, is_training=True,
                                               version_2_with_negative=version_2_with_negative)
     train_examples = list(read.examples)
+    # Resumed checkpoints go on through the examples they were trained on.
+    run_lock.check_training_data(eval_during.data_fingerprint(
+        "squad-train", [dataclasses.astuple(e) for e in train_examples]), train_file)
     num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
     num_warmup_steps = int(num_train_steps * warmup_proportion)
     if num_train_steps < 1:

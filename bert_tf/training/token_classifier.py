@@ -243,6 +243,10 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     return sentences
 
   train_sentences = read("train", "--do_train") if do_train else None
+  if do_train:  # Resumed checkpoints go on through the sentences they were trained on.
+    run_lock.check_training_data(eval_during.data_fingerprint(
+        "token-classifier-train", [[s.words, s.tags] for s in train_sentences]),
+                                 os.path.join(data_dir, SPLIT_FILES["train"]))
   eval_sentences = (read("dev", "--do_eval" if do_eval else "--eval_during_training")
                     if do_eval or eval_during_training else None)
   predict_sentences = read("test", "--do_predict", labelled=False) if do_predict else None

@@ -233,6 +233,33 @@ def test_v1_predict_only_from_the_google_checkpoint(v1_run, uncased_vocab):
           (tmp / "out" / "predictions.json").read_bytes())
 
 
+def test_training_on_from_other_examples_is_refused(v1_run, uncased_vocab):
+  """A copy of the trained folder, trained on (more epochs) from a --train_file with one
+  question changed: refused with one line (the checkpoints would go on through other
+  examples than theirs); the same questions from another path train on."""
+  tmp, _, _ = v1_run
+  folder = tmp / "on"
+  shutil.copytree(tmp / "out", folder)
+  squad_json = json.loads((tmp / "train.json").read_text(encoding="utf-8"))
+  squad_json["data"][0]["paragraphs"][0]["qas"][0]["question"] += " again"
+  changed = tmp / "changed.json"
+  changed.write_text(json.dumps(squad_json, ensure_ascii=False), encoding="utf-8")
+  moved = tmp / "moved.json"
+  shutil.copy(tmp / "train.json", moved)
+  train_on = dict(do_train=True, train_batch_size=2, num_train_epochs=4.0, learning_rate=1e-3,
+                  steps_per_loop=2, save_checkpoints_steps=2, seed=1, **LENGTHS)
+  with pytest.raises(BertTfError) as error:
+    squad.run_squad(_config(), str(uncased_vocab), str(folder), tf.distribute.get_strategy(),
+                    train_file=str(changed), **train_on)
+  assert str(error.value).startswith(
+      f"--output_dir {str(folder)!r} holds checkpoints trained on other examples than "
+      f"{changed}'s: resumed")
+  assert tf.train.latest_checkpoint(str(folder)).endswith("ckpt-5")
+  results = squad.run_squad(_config(), str(uncased_vocab), str(folder),
+                            tf.distribute.get_strategy(), train_file=str(moved), **train_on)
+  assert results["train"]["global_step"] == 10
+
+
 def test_predict_only_rerun_removes_the_earlier_runs_other_files(v1_run, uncased_vocab):
   """A predict-only v1.1 run over a folder whose earlier runs left scores (--do_eval) and
   null odds (a v2.0 run): those are not of the new predictions, and go, with a line."""

@@ -289,6 +289,21 @@ def test_run_ner_learns_the_sample(minilm_path, tmp_path):
       config, str(data), str(minilm_path / "vocab.txt"), str(out), distribution.get_strategy(),
       max_seq_length=16, seed=1, do_eval=True)["eval"]
   assert again == pytest.approx(results, abs=1e-6)
+  # Trained on from here with one more sentence in train.txt: refused (it would go on through
+  # other sentences than its checkpoints'), the folder as it was.
+  changed = tmp_path / "changed"
+  shutil.copytree(data, changed)
+  train = (data / "train.txt").read_text()
+  (changed / "train.txt").write_text(train.rstrip("\n") + "\n\n" +
+                                     train.strip("\n").split("\n\n")[-1] + "\n")
+  before = sorted(os.listdir(out))
+  with pytest.raises(BertTfError, match=f"holds checkpoints trained on other examples than "
+                     f"{changed / 'train.txt'}'s: resumed"):
+    token_classifier.run_token_classifier(
+        config, str(changed), str(minilm_path / "vocab.txt"), str(out),
+        distribution.get_strategy(), max_seq_length=16, seed=1, do_train=True,
+        train_batch_size=2, num_train_epochs=40, learning_rate=5e-3)
+  assert sorted(os.listdir(out)) == before
   # Predict alone on a test.txt without tags: word-predicted lines, and the earlier run's
   # test_results.txt (scores of the tagged test.txt) goes, with a line.
   untagged = tmp_path / "untagged"

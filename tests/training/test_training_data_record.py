@@ -1,0 +1,93 @@
+"""Resuming a fine-tuning folder's checkpoints on other training examples is refused with one
+line (bert_tf.run_lock.check_training_data): the resumed run went on from the checkpoint's
+step through the new examples, a model trained on a mix of the two, without a word. The same
+examples at another path resume; ``--resume_with_changed_flags`` resumes with a warning and
+records the new examples."""
+
+import json
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from bert_tf import run_lock
+from bert_tf.errors import BertTfError
+from bert_tf.modeling import BertConfig
+from bert_tf.training import classifier, loop
+from tests.conftest import FIXTURES
+from tests.reference import google_models
+
+
+def _data(tmp_path, name, change=False):
+  folder = tmp_path / name
+  shutil.copytree(FIXTURES / "glue" / "SST-2", folder)
+  if change:  # one word of one training sentence
+    train = folder / "train.tsv"
+    lines = train.read_text().splitlines()
+    sentence, label = lines[1].rsplit("\t", 1)
+    lines[1] = f"{sentence} again\t{label}"
+    train.write_text("\n".join(lines) + "\n")
+  return str(folder)
+
+
+def _train(out, data_dir, epochs, lines=None, **kwargs):
+  config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
+  return classifier.run_classifier(
+      config, "SST-2", kwargs.pop("vocab"), str(out), tf.distribute.get_strategy(),
+      data_dir=data_dir, max_seq_length=16, do_train=True, train_batch_size=2,
+      num_train_epochs=epochs, seed=3, steps_per_loop=1,
+      progress=(lines.append if lines is not None else None), **kwargs)
+
+
+def _step(out):
+  return int(loop.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+
+
+def _recorded(out):
+  return json.loads((out / run_lock.SETTINGS_FILE).read_text())[run_lock.TRAINING_DATA]
+
+
+def test_resuming_on_other_training_examples_is_refused(tmp_path, uncased_vocab):
+  vocab = str(uncased_vocab)
+  out = tmp_path / "out"
+  _train(out, _data(tmp_path, "first"), 1.0, vocab=vocab)
+  first_step, first_record = _step(out), _recorded(out)
+  assert first_step == 3  # 6 examples / 2
+
+  # Other examples, more epochs (a resume): refused before anything is written.
+  changed = _data(tmp_path, "changed", change=True)
+  with pytest.raises(BertTfError) as error:
+    _train(out, changed, 2.0, vocab=vocab)
+  assert str(error.value) == (
+      f"--output_dir {str(out)!r} holds checkpoints trained on other examples than "
+      f"{changed}/train.tsv's: resumed, the model would go on from their step through these, "
+      "trained on a mix of the two; pass --resume_with_changed_flags to resume them anyway, "
+      "or use another --output_dir")
+  assert _step(out) == first_step and _recorded(out) == first_record
+
+  # The same examples moved to another folder: they resume.
+  _train(out, _data(tmp_path, "moved"), 2.0, vocab=vocab)
+  assert _step(out) == 2 * first_step and _recorded(out) == first_record
+
+  # --resume_with_changed_flags: a warning, and the new examples are recorded.
+  lines = []
+  _train(out, changed, 3.0, lines, vocab=vocab, resume_with_changed_flags=True)
+  assert f"warning: --output_dir {str(out)!r} holds checkpoints trained on other examples " \
+      f"than {changed}/train.tsv's: resuming them on these (--resume_with_changed_flags)" in lines
+  assert _step(out) == 3 * first_step and _recorded(out) != first_record
+  _train(out, changed, 4.0, vocab=vocab)  # now theirs
+  assert _step(out) == 4 * first_step
+
+
+def test_a_folder_without_the_record_takes_the_resumed_runs(tmp_path, uncased_vocab):
+  """A folder of an older bert_tf (no training_data in run_settings.json) resumes and records
+  the examples it resumed on."""
+  vocab = str(uncased_vocab)
+  out = tmp_path / "out"
+  data = _data(tmp_path, "data")
+  _train(out, data, 1.0, vocab=vocab)
+  record = json.loads((out / run_lock.SETTINGS_FILE).read_text())
+  fingerprint = record.pop(run_lock.TRAINING_DATA)
+  (out / run_lock.SETTINGS_FILE).write_text(json.dumps(record))
+  _train(out, data, 2.0, vocab=vocab)
+  assert _recorded(out) == fingerprint
