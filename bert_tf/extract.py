@@ -18,7 +18,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, progress
+from bert_tf import fileio, progress, quiet
 from bert_tf.errors import BertTfError
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -110,6 +110,10 @@ def parse_layers(layers, num_hidden_layers):
       raise BertTfError(f"--layers: index {index} is out of range for a model with "
                         f"{num_hidden_layers} layers")
   return indexes
+
+
+# Each call compiles its own encode step (bert_tf.quiet).
+quiet.per_run_functions("extract_features.<locals>.encode ")
 
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4",

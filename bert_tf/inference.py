@@ -27,7 +27,6 @@ size (H, or k*H for a concatenation of k layers).
 """
 
 import dataclasses
-import logging as std_logging
 import os
 import re
 import warnings
@@ -69,32 +68,12 @@ _WHITESPACE = re.compile(r"[\t\n\r \u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+
 _INDEXES = tf.TensorSpec([None], tf.int32)
 
 
-class _PerModelRetracing(std_logging.Filter):
-  """Drops TensorFlow's "N out of the last N calls to <function ...> triggered tf.function
-  retracing" for the functions each loaded model compiles of its own weights (each traced once
-  per model): TensorFlow counts traces by the function's code, so the sixth model loaded in a
-  process (checkpoints compared in a notebook) was told to stop creating tf.functions in a
-  loop. Other functions' warnings pass."""
-
-  def __init__(self, owners):
-    super().__init__()
-    self._marks = tuple(f" calls to <function {owner}.<locals>." for owner in owners)
-
-  def filter(self, record):
-    message = record.msg if isinstance(record.msg, str) else ""
-    return not ("triggered tf.function retracing" in message and
-                any(mark in message for mark in self._marks))
-
-
-def _quiet_per_model_retracing():
-  owners = ("InferenceModel._compile", inference_heads.HeadsMixin._classifier_fn.__qualname__,
-            inference_heads.HeadsMixin._tagger_fn.__qualname__)
-  tf_logger = std_logging.getLogger("tensorflow")
-  if not any(isinstance(f, _PerModelRetracing) for f in tf_logger.filters):
-    tf_logger.addFilter(_PerModelRetracing(owners))
-
-
-_quiet_per_model_retracing()
+# Each loaded model compiles its own functions (of its weights) and traces each once
+# (bert_tf.quiet): the sixth model loaded in a process was told not to create tf.functions in a
+# loop.
+quiet.per_run_functions("InferenceModel._compile.<locals>.",
+                        f"{inference_heads.HeadsMixin._classifier_fn.__qualname__}.<locals>.",
+                        f"{inference_heads.HeadsMixin._tagger_fn.__qualname__}.<locals>.")
 
 
 @dataclasses.dataclass

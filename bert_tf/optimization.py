@@ -60,6 +60,7 @@ import re
 import keras
 import tensorflow as tf
 
+from bert_tf import quiet
 from bert_tf.errors import BertTfError
 from bert_tf.modeling.placement import in_xla_computation
 
@@ -208,6 +209,10 @@ def variable_name(variable):
 def _tf_variable(variable):
   """The ``tf.Variable`` behind a Keras variable (or ``variable`` itself)."""
   return variable.value if isinstance(variable, keras.Variable) else variable
+
+
+# Each optimizer's fused updates are its own tf.functions, traced once (bert_tf.quiet).
+quiet.per_run_functions("_BertOptimizer.")
 
 
 class _BertOptimizer(keras.optimizers.Optimizer):

@@ -121,6 +121,36 @@ class _DropLibraryInfo(logging.Filter):
     return record.levelno >= logging.WARNING or not path.startswith(self._dirs)
 
 
+# The functions each run (or loaded model) compiles anew and traces once: their retracing
+# warnings are dropped (``per_run_functions``).
+_PER_RUN = set()
+
+
+class _PerRunRetracing(logging.Filter):
+  """Drops TensorFlow's "N out of the last M calls to <function ...> triggered tf.function
+  retracing" for the functions bert_tf compiles anew for each run or loaded model (a Trainer's
+  loop, an evaluation's step, an optimizer's fused update, a model's encoder...) and traces once
+  each: TensorFlow counts traces by the Python code across those instances, so the fifth run or
+  model in one process (a notebook, a sweep) was told to define its tf.function outside of the
+  loop. Warnings about any other function pass."""
+
+  def filter(self, record):
+    message = record.getMessage()
+    if "triggered tf.function retracing" not in message:
+      return True
+    return not any(f"<function {name}" in message or f"<bound method {name}" in message
+                   for name in _PER_RUN)
+
+
+def per_run_functions(*names):
+  """Registers the qualified names (a prefix: ``"Trainer."``, ``"evaluate.<locals>.step "``)
+  of functions compiled anew per run, and installs the filter on TensorFlow's logger."""
+  _PER_RUN.update(names)
+  tf_logger = logging.getLogger("tensorflow")
+  if not any(isinstance(f, _PerRunRetracing) for f in tf_logger.filters):
+    tf_logger.addFilter(_PerRunRetracing())
+
+
 _decided = []  # [True] once a script's setup ran: its flags say whether TF logs are wanted.
 
 

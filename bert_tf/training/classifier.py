@@ -37,7 +37,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import classifier_labels, fileio, metrics, paths, progress, run_lock, tokenization
+from bert_tf import classifier_labels, fileio, metrics, paths, progress, quiet, run_lock
+from bert_tf import tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
@@ -146,6 +147,10 @@ def eval_dataset_fn(input_file, max_seq_length, batch_size,
       dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     return dataset
   return dataset_fn
+
+
+# Each run (or model) compiles its own inference step (bert_tf.quiet).
+quiet.per_run_functions("run_inference.<locals>.step ")
 
 
 def run_inference(strategy, model, task, dataset_fn, cache=None):

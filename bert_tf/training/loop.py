@@ -27,7 +27,6 @@ state file or a damaged checkpoint is a one-line warning, never a silent restart
 import dataclasses
 import datetime
 import itertools
-import logging as py_logging
 import os
 import shutil
 import time
@@ -41,6 +40,7 @@ from bert_tf import faults
 from bert_tf import fileio
 from bert_tf import optimization
 from bert_tf import progress
+from bert_tf import quiet
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
 from bert_tf.modeling import fused_attention
@@ -55,21 +55,9 @@ from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-impo
     clean_save_leftovers, latest_checkpoint, restore_newest_readable)
 
 
-class _NotOurRetracing(py_logging.Filter):
-  """Drops TensorFlow's "N out of the last M calls to <function Trainer...> triggered
-  tf.function retracing" warning. Every run builds its Trainer's loop functions anew and traces
-  each once; TensorFlow counts traces per Python function across those instances, so the fifth
-  run in one process (a notebook, a sweep) was told to define its tf.function outside of the
-  loop. The same for ``_all_finite`` (module level, traced once per run's new variables).
-  Warnings about any other function pass."""
-
-  def filter(self, record):
-    message = record.getMessage()
-    return not ("triggered tf.function retracing" in message and
-                ("<function Trainer." in message or "<function _all_finite " in message))
-
-
-tf.get_logger().addFilter(_NotOurRetracing())
+# Every run builds its Trainer's loop functions and its evaluation step anew and traces each
+# once; so ``_all_finite`` (module level) for each run's new variables (bert_tf.quiet).
+quiet.per_run_functions("Trainer.", "_all_finite ", "evaluate.<locals>.step ")
 
 
 @dataclasses.dataclass

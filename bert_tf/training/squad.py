@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, progress, run_lock, tokenization
+from bert_tf import fileio, progress, quiet, run_lock, tokenization
 from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
@@ -123,6 +123,10 @@ def write_predict_features(examples, tokenizer, path, max_seq_length, doc_stride
     for _ in range(-len(features) % batch_size):
       writer.write(_padding_feature(max_seq_length))
   return features
+
+
+# Each run (or model) compiles its own prediction step (bert_tf.quiet).
+quiet.per_run_functions("predict.<locals>.step ")
 
 
 def predict(strategy, model, input_file, max_seq_length, batch_size, cache=None):

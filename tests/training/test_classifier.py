@@ -329,3 +329,37 @@ def test_mnlis_predict_files_are_written_together(tmp_path, uncased_vocab, monke
                             tf.distribute.get_strategy(), **args)
   assert all((out / n).read_text() != "earlier\n" for n in names)
   assert (out / "MNLI-mm.tsv").read_text().startswith("index\tprediction\n")
+
+
+_RUNS = """
+import json, sys
+import tensorflow as tf
+from bert_tf.modeling import BertConfig
+from bert_tf.training import classifier
+config = BertConfig.from_dict(json.loads(open(sys.argv[2]).read()))
+for n in range(7):  # a model evaluated per run, in one process (a notebook, a sweep)
+  task = classifier.ClassifierTask(config, num_labels=3)
+  classifier.run_inference(tf.distribute.get_strategy(), task.build_model(), task,
+                           classifier.eval_dataset_fn(sys.argv[1], 10, 4))
+for n in range(7):  # the user's own function created in a loop: still warned
+  user_function = tf.function(lambda x: x + 1)
+  user_function(tf.constant(n))
+"""
+
+
+def test_runs_one_after_another_do_not_warn_of_retracing_their_inference_step(tmp_path):
+  """Each run compiles its own inference step and traces it once; TensorFlow counts traces by
+  the code and, from the fifth run in a process, warned that tf.functions were created in a
+  loop (bert_tf.quiet.per_run_functions). That warning stays for the user's functions."""
+  import json  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  path = tmp_path / "eval.tf_record"
+  _write_eval_file(path, n_real=8, batch_size=4)
+  (tmp_path / "config.json").write_text(json.dumps(google_models.tiny_config_dict()))
+  result = subprocess.run([sys.executable, "-c", _RUNS, str(path), str(tmp_path / "config.json")],
+                          capture_output=True, text=True, timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  warned = [line for line in result.stderr.splitlines()
+            if "triggered tf.function retracing" in line]
+  assert warned and all("<lambda>" in line for line in warned), warned
