@@ -142,13 +142,27 @@ class _PerRunRetracing(logging.Filter):
                    for name in _PER_RUN)
 
 
+class _RootPrints(logging.Filter):
+  """On TensorFlow's own handler: drops a record when the root logger has handlers, which
+  print it. TensorFlow gives its logger a handler at import only when the root has none ("this
+  prevents double logging"), but absl configures the root at its first log line, after that:
+  every TensorFlow warning was then printed twice (in a notebook once on stdout, once in red)."""
+
+  def filter(self, record):
+    return not logging.getLogger().handlers
+
+
 def per_run_functions(*names):
   """Registers the qualified names (a prefix: ``"Trainer."``, ``"evaluate.<locals>.step "``)
-  of functions compiled anew per run, and installs the filter on TensorFlow's logger."""
+  of functions compiled anew per run, and installs the filter on TensorFlow's logger (and
+  ``_RootPrints`` on its own handler)."""
   _PER_RUN.update(names)
   tf_logger = logging.getLogger("tensorflow")
   if not any(isinstance(f, _PerRunRetracing) for f in tf_logger.filters):
     tf_logger.addFilter(_PerRunRetracing())
+  for handler in tf_logger.handlers:
+    if not any(isinstance(f, _RootPrints) for f in handler.filters):
+      handler.addFilter(_RootPrints())
 
 
 _decided = []  # [True] once a script's setup ran: its flags say whether TF logs are wanted.

@@ -85,3 +85,27 @@ def test_the_test_suite_prints_no_tensorflow_lines():
       timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert (result.stdout, result.stderr) == ("2\n", "")
+
+
+_TWICE = """
+import logging
+import tensorflow as tf
+from bert_tf.training import loop  # noqa: F401  (bert_tf's TensorFlow logging set-up)
+tf.get_logger().warning("before the root has a handler")
+logging.basicConfig()  # what absl does at its first log line (bert_tf.load's, a script's)
+tf.get_logger().warning("after")
+"""
+
+
+def test_a_tensorflow_warning_is_printed_once():
+  """TensorFlow gives its logger a handler of its own at import when the root logger has none;
+  absl configures the root later, at its first log line: every TensorFlow warning was then
+  printed twice (in a notebook, once on stdout and once in red)."""
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["PYTHONPATH"] = ROOT
+  result = subprocess.run([sys.executable, "-c", _TWICE], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stderr.splitlines()
+  assert [line for line in lines if "before the root" in line or "after" in line] == [
+      "WARNING:tensorflow:before the root has a handler", "WARNING:tensorflow:after"]
