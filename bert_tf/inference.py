@@ -431,6 +431,19 @@ class InferenceModel(inference_heads.HeadsMixin):
     fn = self._encoder_with_attentions if output_attentions else self._encoder_alone
     return fn(word_ids, mask, type_ids, layers)
 
+  _COMPILED = ("_encoder_alone", "_encoder_with_attentions", "_masked_lm_fn", "_next_sentence_fn")
+
+  def __getstate__(self):
+    """Copies and pickles leave the compiled functions out (closures over this model's
+    encoder, with traced graphs that do not pickle): a copy compiles its own."""
+    state = {k: v for k, v in self.__dict__.items() if k not in self._COMPILED}
+    state["_classifier"] = state["_tagger"] = None  # (model, function): built again on use
+    return state
+
+  def __setstate__(self, state):
+    self.__dict__.update(state)
+    self._compile()
+
   def _compile(self):
     """The compiled functions, this model's own: closures over its encoder and heads, not
     ``tf.function`` methods. TensorFlow binds a method to its instance through a weak

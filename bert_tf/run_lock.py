@@ -40,8 +40,8 @@ the checkpoints on other examples (train.tsv, --train_file or train.txt changed,
 checkpoint's step through the new data, the model then trained on a mix of the two. A record
 without it (an older folder) takes this run's.
 
-Both are applied by ``one_run_per_output_dir``, the decorator of the training library's
-``run_pretraining``, ``run_classifier`` and ``run_squad``; under multi-worker training only
+All are applied by ``one_run_per_output_dir``, the decorator of the training library's
+``run_pretraining``, ``run_classifier``, ``run_squad`` and ``run_token_classifier``; under multi-worker training only
 the chief locks and writes, every task compares.
 """
 
@@ -670,11 +670,13 @@ def one_run_per_output_dir(trajectory):
         finally:
           for moved in aside.values():
             fileio.discard(moved)
-        if changed is not None:
-          record_settings(output_dir, changed)
-        if run_state.get("training_data") is not None:
-          record_settings(output_dir, dict(_read_record(os.path.join(
-              output_dir, SETTINGS_FILE)) or {}, **{TRAINING_DATA: run_state["training_data"]}))
+        data = run_state.get("training_data")
+        if changed is not None or data is not None:  # one write: flags and examples together
+          record = dict(changed if changed is not None else
+                        _read_record(os.path.join(output_dir, SETTINGS_FILE)) or {})
+          if data is not None:
+            record[TRAINING_DATA] = data
+          record_settings(output_dir, record)
         return results
       finally:
         _RUN.reset(token)

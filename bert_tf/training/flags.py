@@ -184,7 +184,8 @@ def define_output_dir_flags(flag_values=FLAGS):
       "resume_with_changed_flags", False,
       "Resume the checkpoints of --output_dir although they were made with other training "
       "flags (seed, learning rate, batch size, warmup, sequence length, BERT config, ...: "
-      "its run_settings.json); without it such a resume is refused, naming the flags.",
+      "its run_settings.json) or on other training examples (the fine-tuning scripts); "
+      "without it such a resume is refused, naming the flags or the training file.",
       flag_values=flag_values)
 
 

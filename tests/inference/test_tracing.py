@@ -1,14 +1,17 @@
 """Texts run one by one (as the tutorials do) trace each compiled function once: no retracing
 (and no TensorFlow retracing warning), whatever the lengths, batch sizes, layers and flags."""
 
+import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import bert_tf
 from tests._autograph_builtins import method_bindings_taken_for_builtins
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXTS = ["the cat sat.", "the cat sat on the mat.", "he bought milk at the store.",
          "a man walks in paris and he is late."]
 
@@ -53,7 +56,7 @@ def test_models_loaded_one_after_another_do_not_warn_of_retracing(tiny_google):
   tf.functions were created in a loop. That warning stays for the user's own functions."""
   folder, _ = tiny_google
   result = subprocess.run([sys.executable, "-c", _LOADS, str(folder)], capture_output=True,
-                          text=True, timeout=600, check=False)
+                          text=True, timeout=600, check=False, cwd=ROOT)  # this tree's bert_tf
   assert result.returncode == 0, result.stderr[-3000:]
   warned = [line for line in result.stderr.splitlines()
             if "triggered tf.function retracing" in line]
@@ -76,3 +79,20 @@ def test_a_kernel_that_takes_a_method_binding_for_a_builtin_changes_nothing(tiny
   np.testing.assert_array_equal(np.stack(got.hidden_states), np.stack(want.hidden_states))
   assert masked == expected.fill_mask("the [MASK] sat.")
   assert is_next == expected.next_sentence(*text)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Keras's own, when copied
+def test_a_copy_runs_its_own_weights(tiny_google):
+  """copy.deepcopy and pickle give a model of its own: the compiled functions (closures over
+  the encoder) are made again for the copy, not shared with the original's weights."""
+  import copy  # pylint: disable=import-outside-toplevel
+  import pickle  # pylint: disable=import-outside-toplevel
+  folder, _ = tiny_google
+  bert = bert_tf.load(str(folder))
+  before = bert.embed(TEXTS)
+  for twin in (copy.deepcopy(bert), pickle.loads(pickle.dumps(bert))):
+    np.testing.assert_array_equal(twin.embed(TEXTS), before)
+    for variable in twin.encoder.weights:
+      variable.assign(variable * 0.5)
+    assert np.abs(twin.embed(TEXTS) - before).max() > 1e-3
+    np.testing.assert_array_equal(bert.embed(TEXTS), before)

@@ -357,8 +357,10 @@ def test_runs_one_after_another_do_not_warn_of_retracing_their_inference_step(tm
   path = tmp_path / "eval.tf_record"
   _write_eval_file(path, n_real=8, batch_size=4)
   (tmp_path / "config.json").write_text(json.dumps(google_models.tiny_config_dict()))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   result = subprocess.run([sys.executable, "-c", _RUNS, str(path), str(tmp_path / "config.json")],
-                          capture_output=True, text=True, timeout=600, check=False)
+                          capture_output=True, text=True, timeout=600, check=False,
+                          cwd=root)  # this tree's bert_tf
   assert result.returncode == 0, result.stderr[-3000:]
   warned = [line for line in result.stderr.splitlines()
             if "triggered tf.function retracing" in line]
