@@ -44,6 +44,14 @@ class Terminated(KeyboardInterrupt):
   like Ctrl-C's ``KeyboardInterrupt``, so the same cleanup runs."""
 
 
+def _in_interactive_shell():
+  """True inside IPython or a Jupyter kernel (a script run with ``%run``): the process is the
+  user's session, which a handler that exits would end."""
+  ipython = sys.modules.get("IPython")
+  get_ipython = getattr(ipython, "get_ipython", None)
+  return bool(get_ipython and get_ipython() is not None)
+
+
 def stop_at_once_on_ctrl_c(prog=None):
   """Ctrl-C (SIGINT) and SIGTERM end the process where it is: ``prog: interrupted`` and exit
   130, or ``prog: terminated`` and exit 143, no unwinding. ``prog`` defaults to the script's
@@ -56,7 +64,13 @@ def stop_at_once_on_ctrl_c(prog=None):
   nothing a SIGKILL would not: outputs are written under temporary names and renamed when
   whole, TensorFlow writes checkpoints the same way, and the same command resumes from the
   last checkpoint and removes a killed run's leftovers (``tests/faults/``).
+
+  Inside IPython or a Jupyter kernel (``%run run_classifier.py ...``) nothing is installed:
+  the process is the user's session (the notebook's Stop button ended the kernel and every
+  variable); Ctrl-C is a ``KeyboardInterrupt`` there, and the same command resumes.
   """
+  if _in_interactive_shell():
+    return
   prog = prog or _prog()
   lines = {signum: f"{prog}: {word}\n".encode() for signum, (word, _) in _STOPS.items()}
 
@@ -115,7 +129,7 @@ def run(main, ctrl_c_stops_at_once=False, before_tensorflow=None, positional_arg
   def _main(argv):
     if ctrl_c_stops_at_once:
       stop_at_once_on_ctrl_c()
-    else:
+    elif not _in_interactive_shell():  # (a shell's SIGTERM stays the shell's)
       signal.signal(signal.SIGTERM, _raise_terminated)
     try:
       flag_ranges.check(flags.FLAGS)  # nan, inf, negative rates...: one line, before anything

@@ -86,3 +86,25 @@ def test_python_m_bert_tf_stops_at_once_and_the_next_run_cleans_up(minilm_path, 
   assert again.returncode == 0, again.stderr[-2000:]
   assert os.listdir(out) == ["emb.jsonl"]
   assert len((out / "emb.jsonl").read_text().splitlines()) == len(lines)
+
+
+_SHELL = """
+import signal, sys, types
+shell = types.ModuleType("IPython")
+shell.get_ipython = lambda: object()  # what %run in IPython or a Jupyter kernel has
+sys.modules["IPython"] = shell
+from bert_tf import cli
+before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+cli.stop_at_once_on_ctrl_c("prog")
+print(before == (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+"""
+
+
+def test_in_a_notebook_kernel_ctrl_c_is_left_to_the_kernel():
+  """``%run run_classifier.py ...`` in a Jupyter kernel: the stop-at-once handler exited the
+  kernel (the notebook's Stop button lost every variable); inside IPython nothing is
+  installed, and Ctrl-C stays a KeyboardInterrupt."""
+  result = subprocess.run([sys.executable, "-c", _SHELL], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split() == ["True"]
