@@ -6,6 +6,9 @@ Submodules are imported explicitly (``from bert_tf.training import distribution`
 
 import functools
 import gc
+import traceback
+
+from bert_tf.errors import BertTfError
 
 # --dtype -> Keras dtype policy (variables stay float32 under the mixed policies).
 DTYPE_POLICIES = {
@@ -21,12 +24,19 @@ def frees_its_memory(run):
   tf.functions refer to one another in cycles, which Python frees only at a later collection
   of its oldest generation: until then a finished run's variables (on a GPU, its weights and
   optimizer slots) stay allocated beside the next run's, in a notebook that fine-tunes twice.
-  (What an exception's traceback still holds is freed with it.)"""
+
+  A run stopped (Ctrl-C, a notebook's Stop button) or refused (``BertTfError``) leaves its
+  frames' locals cleared: IPython keeps the last traceback (``%debug``), whose frames held the
+  run's model, optimizer and open summary file for the rest of the session. Other errors keep
+  them, for a post-mortem."""
 
   @functools.wraps(run)
   def wrapper(*args, **kwargs):
     try:
       return run(*args, **kwargs)
+    except (KeyboardInterrupt, BertTfError) as e:
+      traceback.clear_frames(e.__traceback__)
+      raise
     finally:
       gc.collect()
 
