@@ -10,6 +10,18 @@ import sys
 import time
 
 
+def log_line(line):
+  """What a library run (``run_classifier``...) does with its lines when its caller passed
+  no ``progress``: warnings and notes (``warning: ... is damaged, resuming from ...``,
+  ``note: ...``) as absl warnings, which a notebook or a program shows; the rest (step lines)
+  as INFO. (They were dropped: a damaged checkpoint skipped without a word.)"""
+  from absl import logging  # pylint: disable=import-outside-toplevel
+  if line.startswith(("warning", "note")):
+    logging.warning("%s", line)
+  else:
+    logging.info("%s", line)
+
+
 def _clock(seconds):
   seconds = int(round(seconds))
   return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -43,6 +43,7 @@ from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
 from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
+from bert_tf.progress import log_line
 from bert_tf.training import eval_during_training as eval_during
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
@@ -364,7 +365,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     {"train": {...}, "eval": {...}, "predict": {split: test_results path}, "export": dir}
     for the phases run.
   """
-  progress = progress or (lambda line: None)
+  progress = progress or log_line
   reads_data = do_train or do_eval or do_predict
   if not (reads_data or export_dir):
     raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True "

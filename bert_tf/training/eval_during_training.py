@@ -49,6 +49,7 @@ import tensorflow as tf
 from bert_tf import faults, fileio
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
+from bert_tf.progress import log_line
 from bert_tf.training import distribution, loop, preflight
 from bert_tf.training.resume import clean_save_leftovers
 
@@ -149,7 +150,7 @@ class EvalDuringTraining:
     self.metric = metric
     self.patience = patience
     self.write_files = write_files
-    self.progress = progress or (lambda line: None)
+    self.progress = progress or log_line
     self.eval_data = eval_data
     self.chief = distribution.is_chief(strategy)
     self.summary_writer = loop.summary_writer(output_dir, "eval") if self.chief else None
@@ -414,7 +415,7 @@ def restore_without_training(model, output_dir, init_checkpoint, phase, use_best
   with ``use_best_checkpoint``, else the latest checkpoint in ``output_dir``, else
   ``init_checkpoint``'s, which must hold the whole model (``preflight.check_loaded``, naming
   ``phase``). Returns their training step (0 for ``init_checkpoint``)."""
-  progress = progress or (lambda line: None)
+  progress = progress or log_line
   if use_best_checkpoint:
     return restore_best(model, os.path.join(output_dir, BEST_DIR), progress,
                         f"{phase} without --do_train")

@@ -40,6 +40,7 @@ from bert_tf import faults
 from bert_tf import fileio
 from bert_tf import optimization
 from bert_tf import progress
+from bert_tf.progress import log_line
 from bert_tf import quiet
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
@@ -501,7 +502,7 @@ class Trainer:
       {"global_step", "loss", "stopped_early"} of the last loop.
     """
     c = self.config
-    progress = progress or (lambda line: logging.info("%s", line))
+    progress = progress or log_line
     # Multi-worker: the chief writes checkpoints and summaries; the other workers save into a
     # temporary directory of their own (a save involves every worker), removed at the end.
     write_dir = distribution.worker_write_dir(self.strategy, c.model_dir)

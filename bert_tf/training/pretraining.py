@@ -163,6 +163,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   """
   import os  # pylint: disable=import-outside-toplevel
 
+  from bert_tf.progress import log_line  # pylint: disable=import-outside-toplevel
+  progress = progress or log_line
+
   import keras  # pylint: disable=import-outside-toplevel
 
   from bert_tf import flops  # pylint: disable=import-outside-toplevel

@@ -36,6 +36,7 @@ from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
+from bert_tf.progress import log_line
 from bert_tf.training import eval_during_training as eval_during
 
 PREDICTIONS_FILE = "predictions.json"
@@ -368,7 +369,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   Returns:
     {"train": {...}, "predict": {...}, "eval": {...}, "export": dir} for the phases run.
   """
-  progress = progress or (lambda line: None)
+  progress = progress or log_line
   _check_flags(bert_config, strategy, vocab_file=vocab_file, init_checkpoint=init_checkpoint,
                do_lower_case=do_lower_case, train_file=train_file, predict_file=predict_file,
                do_train=do_train, do_predict=do_predict, do_eval=do_eval,

@@ -36,6 +36,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints, models
 from bert_tf.training import DTYPE_POLICIES, classifier, distribution, frees_its_memory, loop
 from bert_tf.training import preflight
+from bert_tf.progress import log_line
 from bert_tf.training import eval_during_training as eval_during
 
 LABELS_FILE = classifier_labels.TOKEN_FILE_NAME  # the tag names (bert_tf.load(folder).tag)
@@ -200,7 +201,7 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
   Returns:
     {"train": {...}, "eval": {...}, "predict": {...}} for the phases run.
   """
-  progress = progress or (lambda line: None)
+  progress = progress or log_line
   if not (do_train or do_eval or do_predict):
     raise BertTfError("at least one of --do_train, --do_eval or --do_predict must be True")
   if not data_dir:

@@ -91,3 +91,18 @@ def test_a_folder_without_the_record_takes_the_resumed_runs(tmp_path, uncased_vo
   (out / run_lock.SETTINGS_FILE).write_text(json.dumps(record))
   _train(out, data, 2.0, vocab=vocab)
   assert _recorded(out) == fingerprint
+
+
+def test_without_progress_the_warnings_are_logged(tmp_path, uncased_vocab, caplog):
+  """Called from Python without ``progress=`` (a notebook), a run's warning lines are absl
+  warnings: a damaged newest checkpoint was skipped without a word."""
+  vocab = str(uncased_vocab)
+  out = tmp_path / "out"
+  data = _data(tmp_path, "data")
+  _train(out, data, 1.0, vocab=vocab, save_checkpoints_steps=1)
+  index = out / "ckpt-3.index"
+  index.write_bytes(index.read_bytes()[:10])
+  with caplog.at_level("WARNING"):
+    _train(out, data, 2.0, vocab=vocab, save_checkpoints_steps=1)
+  warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert [m for m in warned if m.startswith("warning: ") and "ckpt-3" in m], warned
