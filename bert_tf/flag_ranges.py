@@ -69,6 +69,28 @@ PATH_FLAGS = ("input_file", "output_file", "output_dir", "vocab_file", "bert_con
               "eval_input_file")
 
 
+# ``optimization.create_optimizer``'s names of the optimizer flags (``optimizer_kwargs``).
+_OPTIMIZER_NAMES = {"beta_1": "adam_beta1", "beta_2": "adam_beta2", "epsilon": "adam_epsilon",
+                    "power": "lr_decay_power"}
+
+
+def check_arguments(arguments):
+  """``check`` for a library function's keyword arguments (``run_classifier(...,
+  learning_rate=-1.0)`` in a notebook trained with a negative rate: the range checks were the
+  scripts' only), ``optimizer_kwargs``' entries included: a one-line ``BertTfError``,
+  ``learning_rate=-1.0: must be ...``, for the first argument that ``RULES`` rejects or that is
+  not a number. None is not checked."""
+  given = dict(arguments)
+  given.update(arguments.get("optimizer_kwargs") or {})
+  for name, value in given.items():
+    rule = RULES.get(_OPTIMIZER_NAMES.get(name, name))
+    if rule is None or value is None:
+      continue
+    ok, what = rule
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+      raise BertTfError(f"{name}={value!r}: must be {what}")
+
+
 def check(flag_values):
   """Raises ``BertTfError`` (``--name=value: must be ...``) for the first flag of
   ``flag_values`` (parsed ``absl.flags.FlagValues``) that ``RULES`` rejects."""

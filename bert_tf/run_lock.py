@@ -624,6 +624,9 @@ def one_run_per_output_dir(trajectory):
       bound = signature.bind(*args, **kwargs)
       bound.apply_defaults()
       arguments = bound.arguments
+      from bert_tf import flag_ranges  # pylint: disable=import-outside-toplevel
+      # The scripts' range checks, for a call from Python (before anything is written).
+      flag_ranges.check_arguments(arguments)
       output_dir = arguments["output_dir"]
       progress = arguments.get("progress")
       chief = distribution.is_chief(arguments["strategy"])

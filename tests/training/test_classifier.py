@@ -234,6 +234,13 @@ def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
      "dev.tsv': not a folder"),
     ({"do_predict": True, "task_name": "AX", "do_train": True}, "--do_train: task ax has no "
                                                                  "data for it"),
+    # The scripts' range checks, for a call from Python (a negative rate trained: loss 0.69 to
+    # 1547 in 18 steps; a warmup 5x the run; nan said "lower --learning_rate" 2 steps on).
+    ({"do_train": True, "learning_rate": -1.0}, "learning_rate=-1.0: must be a finite number > 0"),
+    ({"do_train": True, "learning_rate": float("nan")}, "learning_rate=nan: must be a finite"),
+    ({"do_train": True, "warmup_proportion": 5.0}, "warmup_proportion=5.0: must be in [0, 1]"),
+    ({"do_train": True, "optimizer_kwargs": {"beta_1": 1.0}}, "beta_1=1.0: must be in [0, 1)"),
+    ({"do_train": True, "train_batch_size": "8"}, "train_batch_size='8': must be >= 1"),
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path, uncased_vocab, kwargs, needle):
   config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
