@@ -74,16 +74,28 @@ _OPTIMIZER_NAMES = {"beta_1": "adam_beta1", "beta_2": "adam_beta2", "epsilon": "
                     "power": "lr_decay_power"}
 
 
+# What ``check_arguments`` checks: the numbers only the scripts checked (the library's own
+# checks name batch sizes, lengths and step counts in its words). From Python a learning rate
+# of 0 is a frozen run (the tests' early stopping), not an error.
+_LIBRARY_RULES = {
+    "learning_rate": (lambda v: _finite(v) and v >= 0, "a finite number >= 0"),
+    **{name: RULES[name] for name in (
+        "warmup_proportion", "num_train_epochs", "end_learning_rate", "lr_decay_power",
+        "weight_decay_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "clip_norm",
+        "classifier_dropout", "masked_lm_prob", "null_score_diff_threshold")},
+}
+
+
 def check_arguments(arguments):
   """``check`` for a library function's keyword arguments (``run_classifier(...,
   learning_rate=-1.0)`` in a notebook trained with a negative rate: the range checks were the
   scripts' only), ``optimizer_kwargs``' entries included: a one-line ``BertTfError``,
-  ``learning_rate=-1.0: must be ...``, for the first argument that ``RULES`` rejects or that is
-  not a number. None is not checked."""
+  ``learning_rate=-1.0: must be ...``, for the first argument that ``_LIBRARY_RULES`` rejects
+  or that is not a number. None is not checked."""
   given = dict(arguments)
   given.update(arguments.get("optimizer_kwargs") or {})
   for name, value in given.items():
-    rule = RULES.get(_OPTIMIZER_NAMES.get(name, name))
+    rule = _LIBRARY_RULES.get(_OPTIMIZER_NAMES.get(name, name))
     if rule is None or value is None:
       continue
     ok, what = rule

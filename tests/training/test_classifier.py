@@ -236,11 +236,11 @@ def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
                                                                  "data for it"),
     # The scripts' range checks, for a call from Python (a negative rate trained: loss 0.69 to
     # 1547 in 18 steps; a warmup 5x the run; nan said "lower --learning_rate" 2 steps on).
-    ({"do_train": True, "learning_rate": -1.0}, "learning_rate=-1.0: must be a finite number > 0"),
+    ({"do_train": True, "learning_rate": -1.0}, "learning_rate=-1.0: must be a finite number"),
     ({"do_train": True, "learning_rate": float("nan")}, "learning_rate=nan: must be a finite"),
     ({"do_train": True, "warmup_proportion": 5.0}, "warmup_proportion=5.0: must be in [0, 1]"),
     ({"do_train": True, "optimizer_kwargs": {"beta_1": 1.0}}, "beta_1=1.0: must be in [0, 1)"),
-    ({"do_train": True, "train_batch_size": "8"}, "train_batch_size='8': must be >= 1"),
+    ({"do_train": True, "num_train_epochs": "3"}, "num_train_epochs='3': must be a finite"),
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path, uncased_vocab, kwargs, needle):
   config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
