@@ -7,12 +7,7 @@ stays cheap for tools that only need the tokenizer.
 
 __version__ = "0.1.0"
 
-from bert_tf import quiet as _quiet
 from bert_tf.errors import BertTfError  # noqa: F401
-
-# TensorFlow's start-up lines would show under a notebook's cell, whichever bert_tf module is
-# imported first (bert_tf.quiet; a script's own flags decide again).
-_quiet.setup_library()
 
 
 def __getattr__(name):

@@ -168,32 +168,13 @@ def per_run_functions(*names):
 _decided = []  # [True] once a script's setup ran: its flags say whether TF logs are wanted.
 
 
-def _undo():
-  """Takes back what an earlier ``setup`` did (the library's default at ``import bert_tf``)
-  when a script's flags then ask for TensorFlow's logs."""
-  if not _STATE["active"]:
-    return
-  _STATE["active"] = False
-  sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietTensorFlowImport)]
-  if _STATE.pop("set_env", False):
-    os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
-  logging.getLogger("tensorflow").setLevel(logging.NOTSET)
-  from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
-  handler = absl_logging.get_absl_handler()
-  for f in [f for f in handler.filters if isinstance(f, _DropLibraryInfo)]:
-    handler.removeFilter(f)
-
-
 def setup(argv=None):
   """Silences TensorFlow's logging unless ``argv`` asks for it; call before TF is imported."""
   _decided.append(True)
   if verbose_requested(argv):
-    _undo()
     return False
   _STATE["active"] = True
-  if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    _STATE["set_env"] = True
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
   from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
   handler = absl_logging.get_absl_handler()
@@ -207,10 +188,7 @@ def setup(argv=None):
 
 def setup_library():
   """``setup`` for the library's users (notebooks, their programs): silences TensorFlow unless
-  a script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line. Run at
-  ``import bert_tf`` (whichever module a notebook imports first: ``bert_tf.modeling`` printed
-  TensorFlow's start-up lines in red); a script's ``setup`` with ``--verbosity`` then takes it
-  back."""
+  a script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line."""
   if _decided or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
     return False
   return setup([])

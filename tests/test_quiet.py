@@ -109,17 +109,3 @@ def test_a_tensorflow_warning_is_printed_once():
   lines = result.stderr.splitlines()
   assert [line for line in lines if "before the root" in line or "after" in line] == [
       "WARNING:tensorflow:before the root has a handler", "WARNING:tensorflow:after"]
-
-
-def test_a_notebook_importing_the_model_first_gets_no_start_up_lines():
-  """README's "Loading checkpoints" starts with ``from bert_tf.modeling import ...``: the quiet
-  set-up ran only from ``bert_tf.inference``, so that import printed TensorFlow's C++ start-up
-  lines (red under a notebook's cell) and the first op "failed call to cuInit". It runs at
-  ``import bert_tf`` now."""
-  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
-  env["PYTHONPATH"] = ROOT
-  result = subprocess.run(
-      [sys.executable, "-c", "from bert_tf.modeling import BertModel, checkpoints; "
-       "import tensorflow as tf; print(int(tf.constant(1) + 1))"], env=env,
-      capture_output=True, text=True, timeout=300, check=False)
-  assert (result.returncode, result.stdout, result.stderr) == (0, "2\n", "")
