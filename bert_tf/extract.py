@@ -113,7 +113,7 @@ def parse_layers(layers, num_hidden_layers):
 
 
 # Each call compiles its own encode step (bert_tf.quiet).
-quiet.per_run_functions("extract_features.<locals>.encode ")
+quiet.per_run_functions("extract_features.<locals>.bert_tf_encode ")
 
 
 def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3,-4",
@@ -130,7 +130,7 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
   all_tokens, features = convert_examples_to_features(examples, max_seq_length, tokenizer)
 
   @tf.function(reduce_retracing=True)
-  def encode(batch):
+  def bert_tf_encode(batch):
     outputs = model(batch, training=False)["encoder_outputs"]
     return tf.stack([outputs[i] for i in indexes])  # [len(layers), B, S, H]
 
@@ -139,7 +139,7 @@ def extract_features(model, tokenizer, input_file, output_file, layers="-1,-2,-3
     starts = range(0, len(examples), batch_size)
     for start in progress.track(starts, len(starts), "batches"):
       batch = {k: v[start:start + batch_size] for k, v in features.items()}
-      values = encode(batch).numpy()
+      values = bert_tf_encode(batch).numpy()
       for b in range(values.shape[1]):
         example_index = start + b
         token_features = []

@@ -8,12 +8,13 @@ at None (unset), is not checked.
 """
 
 import math
+import numbers
 
 from bert_tf.errors import BertTfError
 
 
 def _finite(value):
-  return isinstance(value, (int, float)) and math.isfinite(value)
+  return isinstance(value, numbers.Real) and math.isfinite(value)
 
 
 # name -> (test, what the value must be). Probabilities of dropping or masking are fractions.
@@ -99,7 +100,7 @@ def check_arguments(arguments):
     if rule is None or value is None:
       continue
     ok, what = rule
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
       raise BertTfError(f"{name}={value!r}: must be {what}")
 
 

@@ -138,18 +138,34 @@ class _PerRunRetracing(logging.Filter):
     message = record.getMessage()
     if "triggered tf.function retracing" not in message:
       return True
-    return not any(f"<function {name}" in message or f"<bound method {name}" in message
+    return not any(f"<function {name}" in message or
+                   (f"<bound method {name}" in message and " of <bert_tf." in message)
                    for name in _PER_RUN)
 
 
+def _prints_to_console(handler, level):
+  """Whether a root handler prints a record of ``level`` on the terminal: absl's, or a stream
+  handler on stdout/stderr (a file, a NullHandler, pytest's capture do not count)."""
+  if handler.level > level:
+    return False
+  if type(handler).__name__ == "ABSLHandler":
+    return True
+  return (isinstance(handler, logging.StreamHandler) and
+          getattr(handler, "stream", None) in (sys.stdout, sys.stderr) and
+          getattr(handler, "stream", None) is not None)
+
+
 class _RootPrints(logging.Filter):
-  """On TensorFlow's own handler: drops a record when the root logger has handlers, which
-  print it. TensorFlow gives its logger a handler at import only when the root has none ("this
+  """On TensorFlow's own handler: drops a record that a root handler prints on the console
+  too. TensorFlow gives its logger a handler at import only when the root has none ("this
   prevents double logging"), but absl configures the root at its first log line, after that:
-  every TensorFlow warning was then printed twice (in a notebook once on stdout, once in red)."""
+  every TensorFlow warning was then printed twice (in a notebook once on stdout, once in red).
+  Kept when the logger does not propagate or no root handler prints to the console."""
 
   def filter(self, record):
-    return not logging.getLogger().handlers
+    if not logging.getLogger("tensorflow").propagate:
+      return True
+    return not any(_prints_to_console(h, record.levelno) for h in logging.getLogger().handlers)
 
 
 def per_run_functions(*names):

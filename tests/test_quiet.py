@@ -109,3 +109,27 @@ def test_a_tensorflow_warning_is_printed_once():
   lines = result.stderr.splitlines()
   assert [line for line in lines if "before the root" in line or "after" in line] == [
       "WARNING:tensorflow:before the root has a handler", "WARNING:tensorflow:after"]
+
+
+_NOT_LOST = """
+import logging
+import tensorflow as tf
+from bert_tf.training import loop  # noqa: F401
+logging.getLogger().addHandler(logging.NullHandler())  # a root handler that prints nothing
+tf.get_logger().warning("with a silent root handler")
+logging.basicConfig()
+tf.get_logger().propagate = False  # the usual cure for double logging
+tf.get_logger().warning("not propagated")
+"""
+
+
+def test_a_tensorflow_warning_is_not_lost():
+  """TensorFlow's own handler stays silent only while a root handler prints on the console."""
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["PYTHONPATH"] = ROOT
+  result = subprocess.run([sys.executable, "-c", _NOT_LOST], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert [line for line in result.stderr.splitlines() if "silent root" in line or
+          "not propagated" in line] == ["WARNING:tensorflow:with a silent root handler",
+                                        "WARNING:tensorflow:not propagated"]

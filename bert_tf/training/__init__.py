@@ -35,7 +35,11 @@ def frees_its_memory(run):
     try:
       return run(*args, **kwargs)
     except (KeyboardInterrupt, BertTfError) as e:
-      traceback.clear_frames(e.__traceback__)
+      seen, chained = set(), e
+      while chained is not None and id(chained) not in seen:  # and the errors it chains
+        seen.add(id(chained))
+        traceback.clear_frames(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
       raise
     finally:
       gc.collect()

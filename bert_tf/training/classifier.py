@@ -151,7 +151,7 @@ def eval_dataset_fn(input_file, max_seq_length, batch_size,
 
 
 # Each run (or model) compiles its own inference step (bert_tf.quiet).
-quiet.per_run_functions("run_inference.<locals>.step ")
+quiet.per_run_functions("run_inference.<locals>.bert_tf_inference_step ")
 
 
 def run_inference(strategy, model, task, dataset_fn, cache=None):
@@ -186,13 +186,13 @@ def run_inference(strategy, model, task, dataset_fn, cache=None):
         axis=0)
     return sums, gathered
 
-  def step(batch):
+  def bert_tf_inference_step(batch):
     sums, gathered = strategy.run(replica_fn, args=(batch,))
     sums = tf.nest.map_structure(
         lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), sums)
     return sums, strategy.experimental_local_results(gathered)[0]
 
-  step_fn = loop.cached_function(cache, "run_inference", step)
+  step_fn = loop.cached_function(cache, "run_inference", bert_tf_inference_step)
 
   totals, pieces = None, []
   for batch in progress.track(dataset, None, "eval batches"):

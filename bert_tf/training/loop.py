@@ -58,7 +58,7 @@ from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-impo
 
 # Every run builds its Trainer's loop functions and its evaluation step anew and traces each
 # once; so ``_all_finite`` (module level) for each run's new variables (bert_tf.quiet).
-quiet.per_run_functions("Trainer.", "_all_finite ", "evaluate.<locals>.step ")
+quiet.per_run_functions("Trainer.", "_all_finite ", "evaluate.<locals>.bert_tf_evaluate_step ")
 
 
 @dataclasses.dataclass
@@ -761,12 +761,12 @@ def evaluate(strategy, model, task, dataset_fn, max_steps=None, cache=None):
     outputs = model(features, training=False)
     return task.eval_metrics(outputs, features)
 
-  def step(batch):
+  def bert_tf_evaluate_step(batch):
     per_replica = strategy.run(replica_fn, args=(batch,))
     return tf.nest.map_structure(
         lambda x: strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None), per_replica)
 
-  step_fn = cached_function(cache, "evaluate", step)
+  step_fn = cached_function(cache, "evaluate", bert_tf_evaluate_step)
 
   totals = None
   # islice: no batch past max_steps is read (a repeating eval input has one more, always).

@@ -127,7 +127,7 @@ def write_predict_features(examples, tokenizer, path, max_seq_length, doc_stride
 
 
 # Each run (or model) compiles its own prediction step (bert_tf.quiet).
-quiet.per_run_functions("predict.<locals>.step ")
+quiet.per_run_functions("predict.<locals>.bert_tf_predict_step ")
 
 
 def predict(strategy, model, input_file, max_seq_length, batch_size, cache=None):
@@ -155,10 +155,10 @@ def predict(strategy, model, input_file, max_seq_length, batch_size, cache=None)
             "start_logits": tf.cast(outputs["start_logits"], tf.float32),
             "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
 
-  def step(batch):
+  def bert_tf_predict_step(batch):
     return strategy.run(replica_fn, args=(batch,))
 
-  step_fn = loop.cached_function(cache, "predict", step)
+  step_fn = loop.cached_function(cache, "predict", bert_tf_predict_step)
 
   results = []
   batches = strategy.distribute_datasets_from_function(dataset_fn)
