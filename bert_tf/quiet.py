@@ -150,9 +150,9 @@ def _prints_to_console(handler, level):
     return False
   if type(handler).__name__ == "ABSLHandler":
     return True
-  return (isinstance(handler, logging.StreamHandler) and
-          getattr(handler, "stream", None) in (sys.stdout, sys.stderr) and
-          getattr(handler, "stream", None) is not None)
+  stream = getattr(handler, "stream", None)
+  return (isinstance(handler, logging.StreamHandler) and stream is not None and
+          stream in (sys.stdout, sys.stderr))
 
 
 class _RootPrints(logging.Filter):

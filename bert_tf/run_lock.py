@@ -49,6 +49,7 @@ import contextvars
 import datetime
 import errno
 import functools
+import hashlib
 import inspect
 import json
 import os
@@ -84,6 +85,11 @@ _ATTEMPTS = 20
 # os.link's errors on a file system without hard links (then the lock is made in place).
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
                   errno.EACCES, errno.EXDEV}
+
+
+def _warn(line):
+  """The lines of a run given no ``progress``: absl warnings."""
+  logging.warning("%s", line)
 
 
 def _record():
@@ -142,7 +148,7 @@ class OutputDirLock:
   def __init__(self, output_dir, progress=None):
     self.output_dir = output_dir
     self.path = os.path.join(output_dir, LOCK_FILE)
-    self._progress = progress or (lambda line: logging.warning("%s", line))
+    self._progress = progress or _warn
     self._fd = None
     self._remote_record = None
     # A folder made for the lock alone is removed with it (a run that fails its checks
@@ -455,16 +461,13 @@ def check_settings(output_dir, settings, *, resume_with_changed_flags=False, pro
     record changes on a resume (changed flags, or no record yet): a run that fails, e.g. on
     checkpoints that do not fit, leaves the folder as it was. Else None.
   """
-  progress = progress or (lambda line: logging.warning("%s", line))
+  progress = progress or _warn
   path = os.path.join(output_dir, SETTINGS_FILE)
   if not _has_checkpoints(output_dir):
     if write:
       _write_settings(path, settings)
     return None
-  recorded = None
-  if fileio.exists(path):
-    with fileio.open_file(path) as f:
-      recorded = _parse(f.read()) or None
+  recorded = _read_record(path)
   if recorded is None:
     progress(f"note: {path} is missing or unreadable (a folder of an older bert_tf?): the "
              "flags of its checkpoints are unknown; this run's are recorded when it ends")
@@ -486,13 +489,10 @@ def check_config_for_use(output_dir, settings, *, resume_with_changed_flags=Fals
   """For a run that uses the folder's checkpoints without training (eval, predict): the
   ``bert_config_file.*`` entries of ``settings`` against the record, as ``check_settings``
   (its other flags decide training only). Nothing is written."""
-  progress = progress or (lambda line: logging.warning("%s", line))
+  progress = progress or _warn
   path = os.path.join(output_dir, SETTINGS_FILE)
-  if not fileio.exists(path):
-    return
-  with fileio.open_file(path) as f:
-    recorded = _parse(f.read()) or {}
-  recorded = {k: v for k, v in recorded.items() if k.startswith("bert_config_file.")}
+  recorded = {k: v for k, v in (_read_record(path) or {}).items()
+              if k.startswith("bert_config_file.")}
   settings = {k: v for k, v in settings.items() if k.startswith("bert_config_file.")}
   listed = _differences(recorded, settings) if recorded else None
   if not listed:
@@ -510,7 +510,7 @@ def check_vocab(output_dir, vocab_file, *, resume_with_changed_flags=False, prog
   (written beside the checkpoints by the run that made them). Another vocab maps the same
   ids to other words: a one-line error naming the first line that differs, unless
   ``resume_with_changed_flags`` (then a warning). Nothing is written."""
-  progress = progress or (lambda line: logging.warning("%s", line))
+  progress = progress or _warn
   kept_path = os.path.join(output_dir, "vocab.txt")
   if not vocab_file or not fileio.exists(kept_path) or not fileio.exists(vocab_file):
     return
@@ -554,16 +554,27 @@ def record_settings(output_dir, settings):
   _write_settings(path, settings)
 
 
-def check_training_data(fingerprint, source):
-  """The training examples (``fingerprint``, e.g. ``eval_during_training.data_fingerprint``
-  of them in order; ``source``: where they were read, for the message) against the record
-  of the folder being trained (see the module docstring); call it before anything is
-  written. A fresh run records them; a resume on other examples is a one-line
-  ``BertTfError`` unless ``resume_with_changed_flags`` (a warning; recorded when the run has
-  gone through). Outside ``one_run_per_output_dir`` (the library called directly), nothing."""
+def _rows_fingerprint(kind, rows):
+  """A short hash of ``rows`` (JSON-able, in order), row by row: no copy of a large set."""
+  h = hashlib.sha256(f"{kind}\n".encode())
+  for row in rows:
+    h.update(json.dumps(row, sort_keys=True).encode("utf-8", "surrogatepass"))
+    h.update(b"\n")
+  return h.hexdigest()[:16]
+
+
+def check_training_data(kind, rows, source):
+  """The training examples (``rows``: what training takes from each, JSON-able, in order;
+  ``kind`` names the script's; ``source``: where they were read, for the message) against
+  the record of the folder being trained (see the module docstring); call it before anything
+  is written. A fresh run records their fingerprint; a resume on other examples is a
+  one-line ``BertTfError`` unless ``resume_with_changed_flags`` (a warning; recorded when the
+  run has gone through). Outside ``one_run_per_output_dir`` (the library called directly),
+  nothing (and nothing is hashed)."""
   run = _RUN.get()
   if run is None:
     return
+  fingerprint = _rows_fingerprint(kind, rows)
   output_dir = run["output_dir"]
   path = os.path.join(output_dir, SETTINGS_FILE)
   recorded = _read_record(path)
@@ -633,7 +644,7 @@ def one_run_per_output_dir(trajectory):
       lock = OutputDirLock(output_dir, progress) if chief else None
       run_state = {"output_dir": output_dir, "chief": chief,
                    "resume_with_changed_flags": resume_with_changed_flags,
-                   "progress": progress or (lambda line: logging.warning("%s", line))}
+                   "progress": progress or _warn}
       token = _RUN.set(run_state)
       try:
         faults.point("output_dir_locked")

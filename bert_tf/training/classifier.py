@@ -42,8 +42,8 @@ from bert_tf import tokenization
 from bert_tf.data import classifier_features, glue, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertClassifier, checkpoints
-from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
 from bert_tf.progress import log_line
+from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
 from bert_tf.training import eval_during_training as eval_during
 
 # The feature eval/predict datasets carry beside the TFRecord's: each example's position in
@@ -474,9 +474,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   # training, not after it.
   train_examples = read(glue_task.train_split, "--do_train") if do_train else None
   if do_train:  # Resumed checkpoints go on through the examples they were trained on.
-    run_lock.check_training_data(eval_during.data_fingerprint(
-        "classifier-train", [[e.text_a, e.text_b, e.label] for e in train_examples]),
-                                 source(glue_task.train_split))
+    run_lock.check_training_data(
+        "classifier-train", ([e.text_a, e.text_b, e.label] for e in train_examples),
+        source(glue_task.train_split))
   eval_phase = "--do_eval" if do_eval else "--eval_during_training"
   eval_examples = ({split: read(split, eval_phase) for split in glue_task.eval_splits}
                    if do_eval or eval_during_training else {})

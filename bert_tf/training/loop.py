@@ -40,7 +40,6 @@ from bert_tf import faults
 from bert_tf import fileio
 from bert_tf import optimization
 from bert_tf import progress
-from bert_tf.progress import log_line
 from bert_tf import quiet
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import checkpoints
@@ -48,6 +47,7 @@ from bert_tf.modeling import fused_attention
 from bert_tf.modeling import heads
 from bert_tf.modeling import layers
 from bert_tf.modeling import placement
+from bert_tf.progress import log_line
 from bert_tf.training import distribution
 from bert_tf.training import preflight
 from bert_tf.training import xla_cache

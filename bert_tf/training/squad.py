@@ -31,12 +31,12 @@ from bert_tf import paths as path_checks  # (run_squad has a local "paths")
 from bert_tf.data import record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertSpanLabeler, checkpoints, models
+from bert_tf.progress import log_line
 from bert_tf.squad import evaluate as squad_evaluate
 from bert_tf.squad import examples as squad_examples
 from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import DTYPE_POLICIES, distribution, frees_its_memory, loop, preflight
-from bert_tf.progress import log_line
 from bert_tf.training import eval_during_training as eval_during
 
 PREDICTIONS_FILE = "predictions.json"
@@ -174,17 +174,6 @@ def predict(strategy, model, input_file, max_seq_length, batch_size, cache=None)
 
 
 # === Training features (cached) ===
-
-def _examples_fingerprint(examples):
-  """A hash of what training takes from the examples, in order (the question ids aside, as
-  the classifier's guids): example by example, without copying them."""
-  h = hashlib.sha256(b"squad-train-examples-1\n")
-  for e in examples:
-    h.update(json.dumps([e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
-                         e.end_position, e.is_impossible]).encode("utf-8", "surrogatepass"))
-    h.update(b"\n")
-  return h.hexdigest()[:16]
-
 
 def _train_fingerprint(examples, tokenizer, max_seq_length, doc_stride, max_query_length):
   """A hash of everything train.tf_record depends on (examples in order, lengths, tokenizer)."""
@@ -472,7 +461,10 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
                                               version_2_with_negative=version_2_with_negative)
     train_examples = list(read.examples)
     # Resumed checkpoints go on through the examples they were trained on.
-    run_lock.check_training_data(_examples_fingerprint(train_examples), train_file)
+    # (The question ids aside, as the classifier's guids.)
+    run_lock.check_training_data(
+        "squad-train", ([e.question_text, e.doc_tokens, e.orig_answer_text, e.start_position,
+                         e.end_position, e.is_impossible] for e in train_examples), train_file)
     num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
     num_warmup_steps = int(num_train_steps * warmup_proportion)
     if num_train_steps < 1:

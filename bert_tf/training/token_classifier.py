@@ -34,9 +34,9 @@ from bert_tf import classifier_labels, conlleval, fileio, paths, run_lock, token
 from bert_tf.data import conll, record_check
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertTokenClassifier, checkpoints, models
+from bert_tf.progress import log_line
 from bert_tf.training import DTYPE_POLICIES, classifier, distribution, frees_its_memory, loop
 from bert_tf.training import preflight
-from bert_tf.progress import log_line
 from bert_tf.training import eval_during_training as eval_during
 
 LABELS_FILE = classifier_labels.TOKEN_FILE_NAME  # the tag names (bert_tf.load(folder).tag)
@@ -245,9 +245,9 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
 
   train_sentences = read("train", "--do_train") if do_train else None
   if do_train:  # Resumed checkpoints go on through the sentences they were trained on.
-    run_lock.check_training_data(eval_during.data_fingerprint(
-        "token-classifier-train", [[s.words, s.tags] for s in train_sentences]),
-                                 os.path.join(data_dir, SPLIT_FILES["train"]))
+    run_lock.check_training_data(
+        "token-classifier-train", ([s.words, s.tags] for s in train_sentences),
+        os.path.join(data_dir, SPLIT_FILES["train"]))
   eval_sentences = (read("dev", "--do_eval" if do_eval else "--eval_during_training")
                     if do_eval or eval_during_training else None)
   predict_sentences = read("test", "--do_predict", labelled=False) if do_predict else None
