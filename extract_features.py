@@ -18,6 +18,7 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 
 flags.DEFINE_string("input_file", None, "Text file, one input per line; 'a ||| b' for a pair.")
 flags.DEFINE_string("output_file", None, "Output JSON-lines file.")

@@ -23,6 +23,7 @@ from bert_tf import cli
 from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 
 # The original's flags.
 flags.DEFINE_string("data_dir", None, "The input data dir: the task's .tsv files (with --tfds: "

@@ -20,6 +20,7 @@ import run_classifier  # Its flags, as the original imported them.
 from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 
 flags.DEFINE_string(
     "bert_hub_module_handle", None,

@@ -19,6 +19,7 @@ from bert_tf import cli
 from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 
 flags.DEFINE_string("bert_config_file", None, "bert_config.json (Google) or config.json (HF).")
 flags.DEFINE_string("input_file", None, "Input TFRecord files (comma-separated, globs).")

@@ -176,9 +176,72 @@ def _flag_error(error):
   return "; ".join(lines) or type(error).__name__
 
 
+def _own_flags(flag_values):
+  """The flags of the script and of bert_tf (absl's and TensorFlow's aside)."""
+  return [flag for module, module_flags in flag_values.flags_by_module_dict().items()
+          if not module.startswith(("absl.", "tensorflow.")) for flag in module_flags]
+
+
+# The scripts' files that called define_flags_anew in this process.
+_SCRIPT_FILES = []
+
+
+def _script_file(path):
+  """``path``'s entry of ``_SCRIPT_FILES`` (the same file), or None."""
+  for known in _SCRIPT_FILES:
+    try:
+      if path and os.path.samefile(path, known):
+        return known
+    except OSError:
+      pass
+  return None
+
+
+def define_flags_anew(module_globals):
+  """Call at the top of a script, before its ``flags.DEFINE_*``: scripts run one after another
+  in one process (a notebook's ``%run run_classifier.py ...``, again, or then ``%run
+  run_squad.py ...``; absl's flag registry is the process's) define their flags anew instead
+  of failing with absl's ``DuplicateFlagError`` (``The flag 'data_dir' is defined twice``).
+
+  The flags of the scripts that ran before are removed, except those of the scripts this one
+  imported (run_classifier_with_tfhub takes run_classifier's; removed by a script run
+  between, they are defined again). A user's own flags stay. In a new process nothing is
+  defined yet: nothing changes."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  this_file = module_globals.get("__file__")
+  if this_file and not _script_file(this_file):
+    _SCRIPT_FILES.append(this_file)
+  imported = [m for m in module_globals.values()
+              if isinstance(m, types.ModuleType) and _script_file(getattr(m, "__file__", None))]
+  kept = {m.__name__ for m in imported}
+  fv = flags.FLAGS
+  by_module = fv.flags_by_module_dict()
+  for module, module_flags in list(by_module.items()):
+    # absl records a __main__ module's flags under sys.argv[0] (%run sets it to the script),
+    # an imported one's under its name.
+    if module in kept or not _script_file(
+        getattr(sys.modules.get(module), "__file__", None) or module):
+      continue
+    for flag in list(module_flags):
+      for name in {flag.name, flag.short_name} - {None}:
+        if name in fv and fv[name] is flag:
+          delattr(fv, name)
+  for module in imported:
+    if module.__name__ not in by_module:  # its flags removed by a script run in between
+      importlib.reload(module)
+
+
 def _parse_flags(argv):
   """``app.run``'s flag parser: a mistyped or missing flag, or a value of the wrong kind, is
-  ``prog: error: message`` and exit 1 (absl printed a FATAL line and a hint, two lines)."""
+  ``prog: error: message`` and exit 1 (absl printed a FATAL line and a hint, two lines).
+
+  The script's and bert_tf's flags start from their defaults, as in a new process: a script
+  run again in one (``%run`` in a notebook) took the flags the earlier run was given and this
+  one leaves out (a second ``%run run_classifier.py --do_eval`` kept the first one's
+  ``--init_checkpoint``, ``--learning_rate``...)."""
+  for flag in _own_flags(flags.FLAGS):
+    flag.unparse()
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:

@@ -12,6 +12,7 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 flags.DEFINE_list("input_file", None, "Text files or globs (comma-separated).")
 flags.DEFINE_string("vocab_file", None, "Output vocab.txt.")
 flags.DEFINE_integer("vocab_size", 30522, "Tokens in the vocab, special ones included.")

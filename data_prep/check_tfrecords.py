@@ -14,6 +14,7 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 flags.DEFINE_list("input_file", None, "TFRecord files or globs (comma-separated); .gz files "
                   "are GZIP-compressed.")
 flags.mark_flag_as_required("input_file")

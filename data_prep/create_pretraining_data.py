@@ -33,6 +33,7 @@ from bert_tf import cli
 from bert_tf.errors import BertTfError
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 
 # The original's flags, same names, defaults and meanings.
 flags.DEFINE_string("input_file", None,

@@ -14,6 +14,7 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
+cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
 flags.DEFINE_string("output_file", None, "Where to write the corpus.")
 flags.DEFINE_integer("min_sentence_chars", 20, "Shorter lines are dropped.")
 flags.mark_flag_as_required("output_file")

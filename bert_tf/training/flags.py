@@ -22,6 +22,8 @@ aliases and the new flags they stand for default to None so that the resolver ca
 """
 
 import dataclasses
+import functools
+import inspect
 
 from absl import flags
 
@@ -38,6 +40,31 @@ _DISTRIBUTION_FLAGS = ("distribution_strategy", "tpu", "tpu_zone", "gcp_project"
                        "iterations_per_loop", "tpu_job_name", "worker_start_timeout_s")
 
 
+def _defined_anew(define):
+  """``define`` called again on the same ``FlagValues`` (scripts run one after another in one
+  process: a notebook's ``%run run_classifier.py ...``, then ``%run run_squad.py ...``)
+  defines its flags anew, with this call's defaults and help, instead of failing with absl's
+  ``DuplicateFlagError``. Its first call in a process defines them as before."""
+  signature = inspect.signature(define)
+  defined = {}  # id(FlagValues) -> the names define's first call added there
+
+  @functools.wraps(define)
+  def wrapper(*args, **kwargs):
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    fv = bound.arguments["flag_values"]
+    for name in defined.get(id(fv), ()):
+      if name in fv:
+        delattr(fv, name)
+    before = set(fv)
+    result = define(*args, **kwargs)
+    defined[id(fv)] = defined.get(id(fv), set()) | (set(fv) - before)
+    return result
+
+  return wrapper
+
+
+@_defined_anew
 def define_distribution_flags(flag_values=FLAGS):
   """--distribution_strategy, --tpu, --tpu_zone, --gcp_project, --num_gpus, --steps_per_loop
   and the original's aliases."""
@@ -92,6 +119,7 @@ def define_distribution_flags(flag_values=FLAGS):
       "for clusters that do not call it 'worker' (the default).", flag_values=fv)
 
 
+@_defined_anew
 def define_optimizer_flags(flag_values=FLAGS):
   """--optimizer_type, --weight_decay_rate, --adam_beta1/2, --adam_epsilon, --clip_norm,
   --exclude_from_weight_decay, --end_learning_rate, --lr_decay_power."""
@@ -125,6 +153,7 @@ def define_optimizer_flags(flag_values=FLAGS):
       flag_values=fv)
 
 
+@_defined_anew
 def define_loop_flags(flag_values=FLAGS):
   """--dtype, --jit_compile, --gradient_accumulation_steps, --attention_implementation,
   --device_loop, --prefetch_to_device, --xla_cache_dir."""
@@ -178,17 +207,19 @@ def define_loop_flags(flag_values=FLAGS):
       "Default: off.", flag_values=fv)
 
 
+@_defined_anew
 def define_output_dir_flags(flag_values=FLAGS):
   """--resume_with_changed_flags."""
   flags.DEFINE_bool(
       "resume_with_changed_flags", False,
       "Resume the checkpoints of --output_dir although they were made with other training "
       "flags (seed, learning rate, batch size, warmup, sequence length, BERT config, ...: "
-      "its run_settings.json) or on other training examples (the fine-tuning scripts); "
+      "its run_settings.json) or on other training examples or input files; "
       "without it such a resume is refused, naming the flags or the training file.",
       flag_values=flag_values)
 
 
+@_defined_anew
 def define_eval_during_training_flags(default_metric, flag_values=FLAGS):
   """--eval_during_training, --best_metric, --early_stopping_patience, --use_best_checkpoint
   (``training.eval_during_training``); ``default_metric`` says what --best_metric defaults
@@ -220,6 +251,7 @@ def eval_during_training_kwargs(flag_values=FLAGS):
       "eval_during_training", "best_metric", "early_stopping_patience", "use_best_checkpoint")}
 
 
+@_defined_anew
 def define_training_flags(flag_values=FLAGS):
   """All of the above."""
   define_distribution_flags(flag_values)

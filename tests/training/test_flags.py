@@ -33,8 +33,18 @@ def test_define_twice_in_separate_flag_values():
   first(["prog", "--optimizer_type=lamb"])
   second(["prog"])
   assert (first.optimizer_type, second.optimizer_type) == ("lamb", "adamw_original")
+  # Defined again on the same FlagValues (a second script run in one process, a notebook's
+  # %run): the flags are defined anew, not absl's DuplicateFlagError; the other FlagValues
+  # keeps its own.
+  first(["prog", "--steps_per_loop=7", "--optimizer_type=lamb"])
+  training_flags.define_distribution_flags(first)
+  first(["prog"])
+  assert first.steps_per_loop is None and first.optimizer_type == "lamb"
+  assert second.optimizer_type == "adamw_original" and "steps_per_loop" in second
+  # A name the function did not define stays absl's error.
+  flags.DEFINE_integer("mine", 1, "a user's own flag", flag_values=second)
   with pytest.raises(flags.DuplicateFlagError):
-    training_flags.define_distribution_flags(first)
+    flags.DEFINE_integer("mine", 2, "again", flag_values=second)
 
 
 @pytest.mark.parametrize("script", ["run_pretraining", "run_classifier", "run_squad"])
