@@ -499,7 +499,8 @@ class Trainer:
         True to stop training there (early stopping); ``close()`` when training ends,
         however it ends. Called on every worker.
     Returns:
-      {"global_step", "loss", "stopped_early"} of the last loop.
+      {"global_step", "loss", "stopped_early"} of the last loop; "loss" is None when this call
+      trained no step (the checkpoints were already at ``num_train_steps``).
     """
     c = self.config
     progress = progress or log_line
@@ -604,7 +605,10 @@ class Trainer:
       manager.save(checkpoint_number=step, check_interval=False, options=_fault_options(step))
       if hook:
         hook.saved(step)
-    return {"global_step": step, "loss": loss, "stopped_early": stop}
+    # No step this run (a finished run called again): no loss, rather than a nan that reads
+    # as a diverged one.
+    return {"global_step": step, "loss": loss if step > start_step else None,
+            "stopped_early": stop}
 
   def _stats(self, step, n, elapsed, start_step, start_time, loss):
     c = self.config

@@ -132,12 +132,13 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path):
   _train(tmp_path / "resumed", steps=3, **run)
   resumed, result, lines = _train(tmp_path / "resumed", steps=6, **run)
   assert lines[0].startswith("resumed from") and "at step 3" in lines[0]
-  assert result["global_step"] == 6
+  assert result["global_step"] == 6 and np.isfinite(result["loss"])
   for a, b in zip(straight.get_weights(), resumed.get_weights()):
     np.testing.assert_array_equal(a, b)
   # Again with fewer steps than done: nothing to train, and said so (it was silent).
   again, result, lines = _train(tmp_path / "resumed", steps=4, **run)
-  assert result["global_step"] == 6 and lines[:2] == [
+  # No loss either (it was nan, which reads as a diverged run).
+  assert result["global_step"] == 6 and result["loss"] is None and lines[:2] == [
       lines[0], "training already went to step 6, past the 4 this run plans: nothing to "
       "train; what follows uses the weights of step 6"]
   for a, b in zip(straight.get_weights(), again.get_weights()):
