@@ -33,12 +33,13 @@ were trained with, kept beside them): a vocab or config of another model would b
 without an error and then written over the folder's own.
 
 The training data, ``run_settings.json``'s ``training_data``: a fingerprint of the training
-examples (their content, in order: the same data moved to another path is the same), recorded
-by a fresh run of the fine-tuning scripts (``check_training_data``). A run that would resume
-the checkpoints on other examples (train.tsv, --train_file or train.txt changed, another
---data_dir) is refused with one line as changed flags are: it would have gone on from the
-checkpoint's step through the new data, the model then trained on a mix of the two. A record
-without it (an older folder) takes this run's.
+examples (their content, in order: the same data moved to another path is the same; for
+pretraining, each --input_file's name and size and the head of the first), recorded by a
+fresh training run (``check_training_data``). A run that would resume the checkpoints on
+other examples (train.tsv, --train_file or train.txt changed, another --data_dir, input files
+dropped, added or made anew) is refused with one line as changed flags are: it would have
+gone on from the checkpoint's step through the new data, the model then trained on a mix of
+the two. A record without it (an older folder) takes this run's.
 
 All are applied by ``one_run_per_output_dir``, the decorator of the training library's
 ``run_pretraining``, ``run_classifier``, ``run_squad`` and ``run_token_classifier``; under multi-worker training only

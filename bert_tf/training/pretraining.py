@@ -125,6 +125,21 @@ def eval_result_keys(use_next_sentence=True):
 
 
 @frees_its_memory
+def _input_file_rows(files):
+  """The training data's record of the pretraining ``files`` (``run_lock.check_training_data``):
+  each one's base name and size, in order, and a hash of the first one's first MB (files made
+  anew, another seed or corpus, differ there even where their sizes agree): a stat per file,
+  in threads (a large gs:// glob), not a read of the data. The same files moved to another
+  folder or bucket are the same."""
+  from concurrent import futures  # pylint: disable=import-outside-toplevel
+  from bert_tf.training.eval_during_training import (  # pylint: disable=import-outside-toplevel
+      file_fingerprint)
+  with futures.ThreadPoolExecutor(max(1, min(16, len(files)))) as pool:
+    yield from pool.map(
+        lambda i: file_fingerprint(files[i], head_bytes=0 if i else 1 << 20),
+        range(len(files)))
+
+
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
     "train_batch_size", "learning_rate", "num_warmup_steps", "optimizer_kwargs",
@@ -239,6 +254,15 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
       input_checks.check_pretraining_inputs(
           files, bert_config, max_seq_length, max_predictions_per_seq,
           full=check_input_files, progress=progress)
+  if do_train and num_warmup_steps > num_train_steps:  # (the original took it without a word)
+    progress(f"warning: --num_warmup_steps {num_warmup_steps} is more than --num_train_steps "
+             f"{num_train_steps}: the learning rate rises through the whole run, to about "
+             f"{learning_rate * num_train_steps / num_warmup_steps:.3g} at its end, and never "
+             f"reaches --learning_rate {learning_rate:g}")
+  if do_train:  # Resumed checkpoints go on through the files they were trained on.
+    run_lock.check_training_data(
+        "pretraining-train", _input_file_rows(train_files),
+        input_file if isinstance(input_file, str) else ",".join(input_file))
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
   # (A run without training writes them at its end: a refused one writes nothing.)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.modeling import BertConfig
+from bert_tf.training import pretraining
 from tests import warm
 from tests.reference.google_bert import google
 
@@ -155,3 +157,18 @@ def test_forced_fused_attention_without_a_gpu_is_a_one_line_error(workdir, tmp_p
   assert ("error: --attention_implementation=cudnn: cuDNN's fused attention cannot run the "
           "training step: no GPU of compute capability 8.0" in
           result.stderr.strip().splitlines()[-1])
+
+
+def test_pretraining_warmup_longer_than_the_run_is_said(tmp_path, workdir):
+  """--num_warmup_steps above --num_train_steps (the original took it without a word): the
+  whole run is warmup, the rate ends at learning_rate x steps / warmup (2e-3 x 2 / 5)."""
+  config = BertConfig.from_json_file(str(workdir / "bert_config.json"))
+  lines = []
+  pretraining.run_pretraining(
+      config, str(workdir / "data-*.tfrecord"), str(tmp_path / "out"),
+      tf.distribute.get_strategy(), max_seq_length=SEQ, max_predictions_per_seq=PRED,
+      train_batch_size=8, learning_rate=2e-3, num_train_steps=2, num_warmup_steps=5,
+      steps_per_loop=1, seed=1, progress=lines.append)
+  assert ("warning: --num_warmup_steps 5 is more than --num_train_steps 2: the learning rate "
+          "rises through the whole run, to about 0.0008 at its end, and never reaches "
+          "--learning_rate 0.002") in lines

@@ -13,9 +13,10 @@ import tensorflow as tf
 from bert_tf import run_lock
 from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig
-from bert_tf.training import classifier, loop
+from bert_tf.training import classifier, loop, pretraining
 from tests.conftest import FIXTURES
 from tests.reference import google_models
+from tests.training.test_run_pretraining import PRED, SEQ, workdir  # noqa: F401  (fixture)
 
 
 def _data(tmp_path, name, change=False):
@@ -106,3 +107,43 @@ def test_without_progress_the_warnings_are_logged(tmp_path, uncased_vocab, caplo
     _train(out, data, 2.0, vocab=vocab, save_checkpoints_steps=1)
   warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
   assert [m for m in warned if m.startswith("warning: ") and "ckpt-3" in m], warned
+
+
+def test_resuming_pretraining_on_other_input_files_is_refused(tmp_path, workdir):  # noqa: F811
+  """run_pretraining: the record holds each input file's name and size in order and the head of
+  the first; a resume on other files (a shard dropped or added, files made anew) is refused, the
+  same files moved to another folder resume."""
+  config = BertConfig.from_json_file(str(workdir / "bert_config.json"))
+  out = tmp_path / "out"
+
+  def train(input_file, steps, lines=None, **kwargs):
+    return pretraining.run_pretraining(
+        config, input_file, str(out), tf.distribute.get_strategy(), max_seq_length=SEQ,
+        max_predictions_per_seq=PRED, train_batch_size=8, learning_rate=2e-3,
+        num_train_steps=steps, num_warmup_steps=1, steps_per_loop=1, seed=1,
+        progress=(lines.append if lines is not None else None), **kwargs)
+
+  both = str(workdir / "data-*.tfrecord")
+  train(both, 2)
+  first_record = _recorded(out)
+  one = str(workdir / "data-0.tfrecord")
+  with pytest.raises(BertTfError) as error:
+    train(one, 4)
+  assert str(error.value) == (
+      f"--output_dir {str(out)!r} holds checkpoints trained on other examples than {one}'s: "
+      "resumed, the model would go on from their step through these, trained on a mix of the "
+      "two; pass --resume_with_changed_flags to resume them anyway, or use another "
+      "--output_dir")
+  assert _step(out) == 2 and _recorded(out) == first_record
+
+  moved = tmp_path / "moved"
+  moved.mkdir()
+  for name in ("data-0.tfrecord", "data-1.tfrecord"):
+    shutil.copy(workdir / name, moved / name)
+  train(str(moved / "data-*.tfrecord"), 4)
+  assert _step(out) == 4 and _recorded(out) == first_record
+
+  lines = []
+  train(one, 6, lines, resume_with_changed_flags=True)
+  assert any(line.startswith("warning: ") and "other examples" in line for line in lines)
+  assert _step(out) == 6 and _recorded(out) != first_record
