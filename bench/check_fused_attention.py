@@ -131,8 +131,8 @@ def main(argv=None):
   parser.add_argument("--grad_tol", type=float, default=5e-2)
   parser.add_argument("--fused", default="cudnn",
                       help="Comma-separated fused paths, each checked against the one plain "
-                      "run: cudnn (what auto takes), cudnn_btnh (the kernel on the hidden "
-                      "stream's [B,S,N,D] layout, experimental).")
+                      "run: cudnn (the kernel on [B,N,S,D]), cudnn_btnh (the kernel on the "
+                      "hidden stream's [B,S,N,D] layout, what auto takes).")
   args = parser.parse_args(argv)
   fused_paths = args.fused.split(",")
   if not set(fused_paths) <= {"cudnn", "cudnn_btnh"}:

@@ -41,7 +41,7 @@ float32) to the backward call. The kernel never writes the ``[B,N,F,T]`` scores.
              layout on earlier H100s.
   ``cudnn_dropout``  as ``cudnn``, also where attention dropout is on, with cuDNN's own
              dropout inside the kernel (``__cudnn$fmhaSoftmaxDropout``). Experimental: it
-             crashed the process on the one GPU tried (../perf/GPU-2026-11-25.md), its masks
+             crashed the process on both GPUs tried (H200, H100; README), its masks
              come from cuDNN's generator seeded by a constant, and nothing here has seen it run.
 
 What the fused kernel changes from the plain path (both compute in the 16-bit dtype with
