@@ -8,6 +8,11 @@ stays cheap for tools that only need the tokenizer.
 __version__ = "0.1.0"
 
 from bert_tf.errors import BertTfError  # noqa: F401
+from bert_tf import quiet as _quiet
+
+# TensorFlow's start-up lines (C++ logging to descriptor 2, red under a notebook's cell) stay
+# off whichever bert_tf module a notebook imports first (bert_tf.quiet.setup_library).
+_quiet.setup_library()
 
 
 def __getattr__(name):

@@ -33,15 +33,10 @@ import warnings
 
 import numpy as np
 
-from bert_tf import quiet
+import tensorflow as tf
+from absl import logging
 
-# TensorFlow's start-up lines would show under a notebook's cell (see bert_tf.quiet).
-quiet.setup_library()
-
-import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
-from absl import logging  # noqa: E402  pylint: disable=wrong-import-position
-
-from bert_tf import classifier_labels, inference_heads, pretrained, progress, tfhub
+from bert_tf import classifier_labels, inference_heads, pretrained, progress, quiet, tfhub
 from bert_tf import tokenization
 from bert_tf import pooling as pooling_lib
 from bert_tf.casing import resolve_do_lower_case

@@ -17,11 +17,13 @@ records logged from inside TensorFlow's packages (``functional_saver``, ``builde
 TensorFlow is imported; it changes nothing when the user asked for logs with absl's
 ``--verbosity``/``-v`` (or set ``TF_CPP_MIN_LOG_LEVEL`` themselves, which is kept).
 
-The library does the same for its own users (``bert_tf.load`` in a notebook, where a Jupyter
-kernel shows whatever reaches descriptor 2 as red lines under the cell, even with
-``TF_CPP_MIN_LOG_LEVEL=3``): ``bert_tf.inference`` calls ``setup_library`` before it imports
-TensorFlow, which does nothing after a script's ``setup`` decided (its flags rule) or when
-``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line.
+The library does much the same for its own users (a notebook, where a Jupyter kernel shows
+whatever reaches descriptor 2 as red lines under the cell, even with ``TF_CPP_MIN_LOG_LEVEL=3``,
+whichever bert_tf module it imports first): ``import bert_tf`` calls ``setup_library``, which
+does nothing when ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line, and leaves the process
+as it was otherwise (the variable is set only while TensorFlow is imported, a user's level
+of the ``tensorflow`` logger stays, child processes' output is theirs). A script's ``setup``,
+which runs after it, decides by the script's flags.
 """
 
 import contextlib
@@ -43,7 +45,16 @@ def verbose_requested(argv=None):
 
 
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-  """Imports the ``tensorflow`` package with file descriptor 2 sent to a temporary file."""
+  """Imports the ``tensorflow`` package with file descriptor 2 sent to a temporary file.
+
+  ``library``: installed by ``setup_library`` (``import bert_tf`` in a notebook or a program):
+  ``TF_CPP_MIN_LOG_LEVEL=3`` only while TensorFlow is imported, unless the user set it (its
+  C++ log level is fixed then, the later ``cuInit`` line included, and the process's
+  environment, which child processes inherit, is left as it was); the ``tensorflow`` logger's
+  level only where the user set none."""
+
+  def __init__(self, library=False):
+    self.library = library
 
   def find_spec(self, fullname, path=None, target=None):
     if fullname != "tensorflow":
@@ -62,8 +73,28 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
   def exec_module(self, module):
     # The real loader from here on (for anything that reads resources through it).
     module.__loader__ = module.__spec__.loader = self._loader
-    sys.stderr.flush()
-    saved = os.dup(2)
+    level_set = self.library and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    if level_set:
+      os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    try:
+      self._exec_captured(module)
+    finally:
+      if level_set:
+        os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    tf_logger = logging.getLogger("tensorflow")
+    if not self.library or tf_logger.level == logging.NOTSET:
+      tf_logger.setLevel(logging.WARNING)
+
+  def _exec_captured(self, module):
+    try:
+      sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # closed, or None
+      pass
+    try:
+      saved = os.dup(2)
+    except OSError:  # no descriptor 2 (closed): nothing to silence
+      self._loader.exec_module(module)
+      return
     with tempfile.TemporaryFile() as captured:
       os.dup2(captured.fileno(), 2)
       try:
@@ -76,7 +107,6 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
       finally:
         os.dup2(saved, 2)
         os.close(saved)
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)
 
 
 _LIBRARIES = ("tensorflow", "keras", "tensorflow_text", "tf_keras")
@@ -187,8 +217,18 @@ _decided = []  # [True] once a script's setup ran: its flags say whether TF logs
 def setup(argv=None):
   """Silences TensorFlow's logging unless ``argv`` asks for it; call before TF is imported."""
   _decided.append(True)
+  library_hooks = [f for f in sys.meta_path if isinstance(f, _QuietTensorFlowImport)]
   if verbose_requested(argv):
+    # What import bert_tf set up (setup_library): the script's flags rule.
+    for hook in library_hooks:
+      sys.meta_path.remove(hook)
+    from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+    handler = absl_logging.get_absl_handler()
+    for f in [f for f in handler.filters if isinstance(f, _DropLibraryInfo)]:
+      handler.removeFilter(f)
     return False
+  for hook in library_hooks:
+    hook.library = False
   _STATE["active"] = True
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   logging.getLogger("tensorflow").setLevel(logging.WARNING)
@@ -202,12 +242,25 @@ def setup(argv=None):
   return True
 
 
+_library = []  # [True] once setup_library ran
+
+
 def setup_library():
-  """``setup`` for the library's users (notebooks, their programs): silences TensorFlow unless
-  a script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line."""
-  if _decided or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+  """``setup`` for the library's users (``import bert_tf`` in a notebook or a program): quiets
+  TensorFlow's import (see ``_QuietTensorFlowImport``'s ``library``) and its INFO lines unless a
+  script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line. Unlike a
+  script's, it leaves the process's environment and child processes' output alone."""
+  if _decided or _library or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
     return False
-  return setup([])
+  _library.append(True)
+  from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+  handler = absl_logging.get_absl_handler()
+  if not any(isinstance(f, _DropLibraryInfo) for f in handler.filters):
+    handler.addFilter(_DropLibraryInfo())
+  if "tensorflow" not in sys.modules and not any(
+      isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _QuietTensorFlowImport(library=True))
+  return True
 
 
 @contextlib.contextmanager

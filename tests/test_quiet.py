@@ -74,6 +74,53 @@ def test_library_setup(tmp_path, before, level, shown):
                            "drivers\n" if shown else "")
 
 
+_LIBRARY_IMPORT = """
+import logging, os, subprocess, sys
+logging.getLogger("tensorflow").setLevel(logging.INFO)  # the user's own level
+import bert_tf  # nothing else: the set-up is the package's
+import tensorflow
+print("during", tensorflow.LOADED, "after", os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
+      "level", logging.getLogger("tensorflow").level, flush=True)
+subprocess.run([sys.executable, "-c",
+                "import os; print('child', os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"])
+"""
+
+
+def _run_with_fake_tensorflow(tmp_path, code, tail=""):
+  package = tmp_path / "tensorflow"
+  package.mkdir()
+  (package / "__init__.py").write_text(FAKE.format(tail=tail))
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                        timeout=60)
+
+
+def test_import_bert_tf_quiets_tensorflow_and_leaves_the_process_as_it_was(tmp_path):
+  """``import bert_tf`` (a notebook importing bert_tf.modeling first) silences TensorFlow's
+  import; TF_CPP_MIN_LOG_LEVEL is 3 only while TensorFlow is imported (not inherited by child
+  processes), and a level the user gave the tensorflow logger stays."""
+  result = _run_with_fake_tensorflow(
+      tmp_path, _LIBRARY_IMPORT, "LOADED = os.environ.get('TF_CPP_MIN_LOG_LEVEL')")
+  assert result.returncode == 0, result.stderr
+  assert (result.stdout, result.stderr) == ("during 3 after None level 20\nchild None\n", "")
+
+
+@pytest.mark.parametrize("close_stderr", [False, True])
+def test_a_notebook_importing_bert_tf_modeling_first_sees_no_tensorflow_lines(close_stderr):
+  """The real TensorFlow: its C++ start-up lines at import and "failed call to cuInit" at the
+  first op (no GPU here) are not printed; a program with descriptor 2 closed imports it."""
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  close = "import os; os.close(2); " if close_stderr else ""
+  result = subprocess.run(
+      [sys.executable, "-c", f"{close}import bert_tf.modeling; import tensorflow as tf; "
+       "print(int(tf.constant(1) + 1))"], cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (result.stdout, result.stderr) == ("2\n", "")
+
+
 def test_the_test_suite_prints_no_tensorflow_lines():
   """tests/conftest.py quiets TensorFlow as the scripts do: importing it, then TensorFlow
   running an op (where "failed call to cuInit" is logged without a GPU), writes nothing."""
