@@ -46,6 +46,7 @@ All are applied by ``one_run_per_output_dir``, the decorator of the training lib
 the chief locks and writes, every task compares.
 """
 
+import contextlib
 import contextvars
 import datetime
 import errno
@@ -54,8 +55,10 @@ import hashlib
 import inspect
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import uuid
 
 from absl import logging
@@ -599,6 +602,24 @@ def check_training_data(kind, rows, source):
     run["training_data"] = fingerprint
 
 
+@contextlib.contextmanager
+def _uninterrupted():
+  """Ctrl-C (SIGINT) pressed again while the block runs is let go: a failed run's rollback is
+  done whole (a notebook's Stop button pressed twice, 0-10 ms apart, left a fresh folder's
+  files half put back). The run stops anyway: the error that started the rollback goes on.
+  Only where Ctrl-C is Python's KeyboardInterrupt (a notebook, a program), in the main thread
+  (where Python runs signal handlers); the scripts stop at once, and the next run cleans up."""
+  if (threading.current_thread() is not threading.main_thread()
+      or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    yield
+    return
+  signal.signal(signal.SIGINT, lambda signum, frame: None)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _set_aside_results(output_dir, progress):
   """Renames the earlier results in ``output_dir`` (``RESULT_FILES``) to temporary names;
   returns ``{path: aside}``. Those a killed fresh run left aside are removed first."""
@@ -674,13 +695,14 @@ def one_run_per_output_dir(trajectory):
           results = run(*args, **kwargs)
         except BaseException:
           if fresh and not _has_checkpoints(output_dir):
-            for name, text in before.items():
-              path = os.path.join(output_dir, name)
-              if _read(path) != text:
-                _put_back(path, text)
-            for path, moved in aside.items():
-              if not fileio.exists(path):
-                fileio.commit(moved, path)
+            with _uninterrupted():
+              for name, text in before.items():
+                path = os.path.join(output_dir, name)
+                if _read(path) != text:
+                  _put_back(path, text)
+              for path, moved in aside.items():
+                if not fileio.exists(path):
+                  fileio.commit(moved, path)
           raise
         finally:
           for moved in aside.values():
@@ -694,9 +716,10 @@ def one_run_per_output_dir(trajectory):
           record_settings(output_dir, record)
         return results
       finally:
-        _RUN.reset(token)
-        if lock is not None:
-          lock.release()
+        with _uninterrupted():  # (a lock left held would refuse the next run in a notebook)
+          _RUN.reset(token)
+          if lock is not None:
+            lock.release()
 
     return wrapper
 

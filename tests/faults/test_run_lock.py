@@ -10,6 +10,8 @@ import errno
 import json
 import os
 import socket
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
@@ -19,6 +21,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig
 from tests.faults.support_export import digests
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _in_use(folder, record):
@@ -302,3 +305,48 @@ def test_a_fresh_run_that_fails_before_a_checkpoint_leaves_no_record(tmp_path):
              resume_with_changed_flags=True) == "done"
   assert json.loads((tmp_path / "out" / "run_settings.json").read_text()) == {"seed": 2}
   assert sorted(os.listdir(tmp_path / "out")) == ["ckpt-1.index", "run_settings.json"]
+
+
+
+_TWICE_STOPPED = """
+import os, signal, sys
+import tensorflow as tf
+from bert_tf import run_lock
+out = sys.argv[1]
+
+@run_lock.one_run_per_output_dir(trajectory=("seed",))
+def run(output_dir, strategy, *, do_train=False, seed=None, progress=None):
+  for name in run_lock.FRESH_RUN_FILES:
+    with open(os.path.join(out, name), "w") as f:
+      f.write("written by the run")
+  raise KeyboardInterrupt  # the first Stop
+
+put_back, sent = run_lock._put_back, []
+
+def put_back_interrupted(path, text):
+  if not sent:
+    sent.append(True)
+    os.kill(os.getpid(), signal.SIGINT)  # the second Stop, handled before the next line
+  put_back(path, text)
+
+run_lock._put_back = put_back_interrupted
+try:
+  run(out, tf.distribute.get_strategy(), do_train=True, seed=1)
+except KeyboardInterrupt:
+  print("stopped", bool(sent), os.path.exists(out),
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_ctrl_c_again_during_a_failed_runs_rollback_is_let_go(tmp_path):
+  """A notebook's Stop button pressed twice (Ctrl-C as Python's KeyboardInterrupt): the first
+  stops the run before its first checkpoint, the second (SIGINT sent while the rollback puts
+  the first file back) used to stop the rollback half done, leaving the files of a run that
+  never trained (3 of 16 double Stops 0-10 ms apart). In a process of its own: signals reach
+  the main thread only (pytest-xdist runs tests in another)."""
+  env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  result = subprocess.run([sys.executable, "-c", _TWICE_STOPPED, str(tmp_path / "out")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  # Every file put back, the lock released and the folder (made by the run) gone; Ctrl-C is
+  # Python's again.
+  assert result.stdout == "stopped True False True\n", result.stderr[-3000:]
