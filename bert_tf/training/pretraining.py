@@ -124,7 +124,6 @@ def eval_result_keys(use_next_sentence=True):
   return keys
 
 
-@frees_its_memory
 def _input_file_rows(files):
   """The training data's record of the pretraining ``files`` (``run_lock.check_training_data``):
   each one's base name and size, in order, and a hash of the first one's first MB (files made
@@ -140,6 +139,7 @@ def _input_file_rows(files):
         range(len(files)))
 
 
+@frees_its_memory
 @run_lock.one_run_per_output_dir(trajectory=(
     "bert_config", "init_checkpoint", "max_seq_length", "max_predictions_per_seq",
     "train_batch_size", "learning_rate", "num_warmup_steps", "optimizer_kwargs",
