@@ -117,13 +117,14 @@ def read_tokens(folder):
   return info
 
 
-def check_unchanged(folder, kept, now, file_name):
+def check_unchanged(folder, kept, now, file_name, flag="--output_dir"):
   """A run over ``folder``'s fine-tuned checkpoints against what they were fine-tuned with:
   ``kept`` (``read``/``read_tokens`` of the folder, None when there is none) and ``now`` (the
   same keys, this run's values). Output i of the head is the label ``kept["labels"][i]``: a
   run with another label order, task or casing would evaluate or resume the weights under
   other names and write its labels over the folder's. Raises a one-line ``BertTfError`` naming
-  what differs."""
+  what differs. ``flag``: the flag that named ``folder`` (``--init_checkpoint``: see
+  ``check_init_checkpoint``)."""
   if kept is None:
     return
   changed = [(key, kept.get(key, False), value) for key, value in now.items()
@@ -135,6 +136,21 @@ def check_unchanged(folder, kept, now, file_name):
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
   listed = "; ".join(f"{key} {show(old)} (now {show(new)})" for key, old, new in changed)
-  raise BertTfError(f"--output_dir {folder!r} holds checkpoints fine-tuned with other labels "
+  raise BertTfError(f"{flag} {folder!r} holds checkpoints fine-tuned with other labels "
                     f"({os.path.join(folder, file_name)}): {listed}; give the same --labels / "
-                    "--task_name / --do_lower_case, or use another --output_dir")
+                    f"--task_name / --do_lower_case, or use another {flag}")
+
+
+def check_init_checkpoint(init_checkpoint, now, file_name):
+  """A run that uses ``init_checkpoint``'s head as it is (eval, predict or an export without
+  --do_train, no checkpoint of its own) against the labels file beside it (in its folder, or
+  the folder it names: a bert_tf output folder, its ``google/``): an export-only run of a
+  multi-label model with plain labels served softmax over sigmoid-trained logits, and
+  ``--labels=1,0`` over a model fine-tuned with 0,1 answered the other label, without a
+  word. Nothing when there is no such file (a pretrained checkpoint, a Hugging Face folder)."""
+  if not init_checkpoint:
+    return
+  folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+            else os.path.dirname(init_checkpoint) or ".")
+  kept = (read if file_name == FILE_NAME else read_tokens)(folder)
+  check_unchanged(folder, kept, now, file_name, flag="--init_checkpoint")

@@ -413,14 +413,17 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
                                  label_separator=label_separator)
   label_list = processor.get_labels()
   glue_task = processor.task  # The user task's table entry exists once labels are known.
+  fine_tuned_with = {
+      "task_name": glue_task.name,
+      "labels": [] if glue_task.is_regression else [str(x) for x in label_list],
+      "is_regression": bool(glue_task.is_regression),
+      "multi_label": bool(glue_task.multi_label), "do_lower_case": bool(do_lower_case)}
   if loop.latest_checkpoint(output_dir):
-    classifier_labels.check_unchanged(
-        output_dir, classifier_labels.read(output_dir),
-        {"task_name": glue_task.name,
-         "labels": [] if glue_task.is_regression else [str(x) for x in label_list],
-         "is_regression": bool(glue_task.is_regression),
-         "multi_label": bool(glue_task.multi_label), "do_lower_case": bool(do_lower_case)},
-        classifier_labels.FILE_NAME)
+    classifier_labels.check_unchanged(output_dir, classifier_labels.read(output_dir),
+                                      fine_tuned_with, classifier_labels.FILE_NAME)
+  elif not do_train and not use_best_checkpoint:  # the head is --init_checkpoint's
+    classifier_labels.check_init_checkpoint(init_checkpoint, fine_tuned_with,
+                                            classifier_labels.FILE_NAME)
   spec = classifier_features.feature_spec(
       max_seq_length, glue_task.is_regression,
       multi_labels=glue_task.num_labels if glue_task.multi_label else 0)

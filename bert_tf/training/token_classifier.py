@@ -252,11 +252,14 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
                     if do_eval or eval_during_training else None)
   predict_sentences = read("test", "--do_predict", labelled=False) if do_predict else None
   label_list = resolve_labels(labels, data_dir, output_dir, train_sentences)
+  fine_tuned_with = {"labels": [str(x) for x in label_list],
+                     "do_lower_case": bool(do_lower_case)}
   if loop.latest_checkpoint(output_dir):
-    classifier_labels.check_unchanged(
-        output_dir, classifier_labels.read_tokens(output_dir),
-        {"labels": [str(x) for x in label_list], "do_lower_case": bool(do_lower_case)},
-        classifier_labels.TOKEN_FILE_NAME)
+    classifier_labels.check_unchanged(output_dir, classifier_labels.read_tokens(output_dir),
+                                      fine_tuned_with, classifier_labels.TOKEN_FILE_NAME)
+  elif not do_train and not use_best_checkpoint:  # the head is --init_checkpoint's
+    classifier_labels.check_init_checkpoint(init_checkpoint, fine_tuned_with,
+                                            classifier_labels.TOKEN_FILE_NAME)
   if eval_during_training:
     best_metric = eval_during.resolve_best_metric(
         best_metric, default_best_metric(label_list), eval_result_keys(label_list),

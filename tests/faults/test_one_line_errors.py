@@ -369,6 +369,22 @@ def test_another_label_order_over_fine_tuned_checkpoints_is_refused(tmp_path, co
   assert result.returncode == 0, result.stderr[-3000:]
   assert json.loads((out / "classifier.json").read_text())["labels"] == ["ham", "spam"]
 
+  # A run that uses --init_checkpoint's head as it is (here an eval into a new folder; an
+  # export-only run the same) is held to the labels beside it: it answered the other label.
+  google = out / "google"
+  for init in (google / "bert_model.ckpt", out):
+    result = run_script(*common[:-1], f"--output_dir={tmp_path / 'other'}", "--do_eval=True",
+                        f"--init_checkpoint={init}", "--labels=spam,ham")
+    folder = google if init != out else out
+    assert error_line(result) == (
+        f"run_classifier.py: error: --init_checkpoint '{folder}' holds checkpoints fine-tuned "
+        f"with other labels ({folder}/classifier.json): labels ham,spam (now spam,ham); give "
+        "the same --labels / --task_name / --do_lower_case, or use another --init_checkpoint")
+    assert not (tmp_path / "other").exists()
+  result = run_script(*common[:-1], f"--output_dir={tmp_path / 'other'}", "--do_eval=True",
+                      f"--init_checkpoint={google / 'bert_model.ckpt'}")
+  assert result.returncode == 0, result.stderr[-3000:]
+
 
 def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, config_file,
                                                                      uncased_vocab):
@@ -389,6 +405,12 @@ def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, 
       f"({out}/token_classifier.json): labels {','.join(kept)} (now {','.join(kept[::-1])}); "
       "give the same --labels / --task_name / --do_lower_case, or use another --output_dir")
   assert digests(out) == before
+  # The same for a run that uses --init_checkpoint's head as it is.
+  result = run_script(*common[:-1], f"--output_dir={tmp_path / 'other'}", "--do_eval=True",
+                      f"--init_checkpoint={out}", f"--labels={','.join(kept[::-1])}")
+  assert error_line(result).startswith(
+      f"run_ner.py: error: --init_checkpoint '{out}' holds checkpoints fine-tuned with other "
+      f"labels ({out}/token_classifier.json): labels {','.join(kept)} (now ")
 
 
 def test_labels_and_squad_files_that_are_not_utf8_and_a_tiny_max_seq_length(
