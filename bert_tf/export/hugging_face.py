@@ -64,7 +64,8 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
       folder, or checkpoint); or a bert_tf Keras model (``BertModel``; ``BertPretrainer``,
       written with both heads; any task model, written as its encoder), then with
       ``vocab_file``. A folder fine-tuned by run_classifier.py or run_ner.py (it has
-      ``classifier.json`` or ``token_classifier.json``) is written with its head.
+      ``classifier.json`` or ``token_classifier.json``) or run_squad.py is written with its
+      head.
     output_dir: the folder to write (new, or empty).
     overwrite: replace a previous export at ``output_dir``.
     config_file, vocab_file, do_lower_case: as in ``bert_tf.load``.
@@ -120,8 +121,10 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
 
 def _fine_tuned(bert):
   """``(task model, label names, multi-label)`` of a loaded folder fine-tuned by
-  run_classifier.py or run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or
-  None."""
+  run_classifier.py or run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or by
+  run_squad.py (its checkpoint holds the ``cls/squad`` head, which the encoder's load left
+  unused: it was written as a ``BertModel``, transformers' BertForQuestionAnswering then
+  drawing a random head with only a warning), or None."""
   if bert.token_classifier_info is not None:
     bert._tagger_fn()  # pylint: disable=protected-access
     return (bert._tagger[0],  # pylint: disable=protected-access
@@ -132,6 +135,16 @@ def _fine_tuned(bert):
     return (bert._classifier[0],  # pylint: disable=protected-access
             None if info.get("is_regression") else info["labels"],
             bool(info.get("multi_label")))
+  report = bert.load_report
+  if report is not None and any(name.startswith("cls/squad/") for name in report.unexpected):
+    from bert_tf.modeling import BertSpanLabeler  # pylint: disable=import-outside-toplevel
+    from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+    model = BertSpanLabeler(bert.config)
+    loaded = checkpoints.load_weights(model, bert.weights_path)
+    if loaded.missing:  # (not expected: the encoder loaded from the same checkpoint)
+      raise BertTfError(f"export_hugging_face: {bert.source}: the question-answering model "
+                        f"misses {', '.join(loaded.missing)}")
+    return model, None, False
   return None
 
 

@@ -350,3 +350,29 @@ def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
   np.testing.assert_array_equal(tensors["classifier.weight"],
                                 model.classifier.output_weights.numpy())
   assert "bert.pooler.dense.weight" in tensors
+
+
+def test_a_fine_tuned_squad_folder_exports_with_its_head(minilm_path, tmp_path):
+  """A folder as run_squad.py leaves it (a Google checkpoint with the cls/squad head, config,
+  vocab; no labels file) exports as a BertForQuestionAnswering with its head: it was a
+  BertModel, and transformers' BertForQuestionAnswering drew a random qa_outputs with only a
+  warning. The names and shapes are transformers' (tests/fixtures/make_ner_reference.py)."""
+  from bert_tf.modeling import BertSpanLabeler
+  reference = json.loads((FIXTURES / "ner" / "reference.json").read_text(encoding="utf-8"))
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  model = BertSpanLabeler(config)
+  checkpoints.load_weights(model, str(minilm_path))
+  head = np.random.RandomState(2).randn(2, config.hidden_size).astype(np.float32)
+  model.span.output_weights.assign(head)
+  folder = tmp_path / "squad"
+  checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
+  config.to_json_file(str(folder / "bert_config.json"))
+  (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
+  assert cli_main(["export-hf", f"--model={folder}", f"--output_dir={tmp_path / 'hf'}"]) == 0
+  written = json.loads((tmp_path / "hf" / "config.json").read_text())
+  assert written["architectures"] == ["BertForQuestionAnswering"]
+  from safetensors.numpy import load_file
+  tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+  assert {k: list(v.shape) for k, v in tensors.items()} == (
+      reference["hugging_face_state_dicts"]["BertForQuestionAnswering"])
+  np.testing.assert_array_equal(tensors["qa_outputs.weight"], head)
