@@ -169,10 +169,44 @@ def write_atomically(export_dir, write, *, overwrite=False):
   ``export_dir`` must pass ``check_export_dir`` (a previous export is replaced only with
   ``overwrite``): it is checked before ``write`` and again before the swap. A failed ``write``
   leaves everything as it was. Returns ``export_dir``, normalised.
+
+  A SavedModel's ``assets.extra/`` is the user's (TensorFlow writes none; TF Serving reads its
+  warmup requests there): a replaced export's goes into the new one, as it was (an overwrite
+  deleted it).
   """
+
+  def write_keeping_extras(tmp):
+    write(tmp)
+    if not tf.io.gfile.isdir(export_dir):
+      return
+    subfolders = [""] if _is_saved_model(export_dir) else sorted(_EXPORT_ALL_ENTRIES)
+    for sub in subfolders:
+      extra = os.path.join(export_dir, sub, _ASSETS_EXTRA)
+      new_model = os.path.join(tmp, sub)
+      if (tf.io.gfile.isdir(extra)
+          and tf.io.gfile.exists(os.path.join(new_model, "saved_model.pb"))
+          and not tf.io.gfile.exists(os.path.join(new_model, _ASSETS_EXTRA))):
+        _copy_tree(extra, os.path.join(new_model, _ASSETS_EXTRA))
+
   return swap.write_atomically(
-      export_dir, write, check=lambda path: check_export_dir(path, overwrite=overwrite),
+      export_dir, write_keeping_extras,
+      check=lambda path: check_export_dir(path, overwrite=overwrite),
       is_previous=is_previous_export)
+
+
+_ASSETS_EXTRA = "assets.extra"
+
+
+def _copy_tree(source, target):
+  """Copies folder ``source`` to ``target`` (gs:// too)."""
+  tf.io.gfile.makedirs(target)
+  for name in tf.io.gfile.listdir(source):
+    name = name.rstrip("/")
+    path = os.path.join(source, name)
+    if tf.io.gfile.isdir(path):
+      _copy_tree(path, os.path.join(target, name))
+    else:
+      tf.io.gfile.copy(path, os.path.join(target, name), overwrite=True)
 
 
 def check_fits(model, vocab_file, max_seq_length=None):

@@ -373,3 +373,35 @@ def test_a_hugging_face_overwrite_killed_between_its_two_renames_loses_nothing(t
                               overwrite=True)
   assert sorted(os.listdir(out)) == ["hf"]
   assert digests(target) == new
+
+
+def test_an_overwrite_keeps_the_users_assets_extra(tmp_path):
+  """TF Serving's warmup requests live in a SavedModel's assets.extra/, which TensorFlow never
+  writes: --overwrite_export deleted them with the previous export. They go into the new one,
+  for one SavedModel and for export_all's three; a new export without a previous one has
+  none."""
+  warmup = {"assets.extra/tf_serving_warmup_requests": "warmup",
+            "assets.extra/more/notes.txt": "mine"}
+  single = tmp_path / "single"
+  _fill(single, {"saved_model.pb": "old", "variables/variables.index": "old", **warmup})
+  export.write_atomically(str(single), _write_new_export, overwrite=True)
+  assert digests(single) == {"saved_model.pb": _sha256("new"), "variables": None,
+                             "assets.extra": None, "assets.extra/more": None,
+                             "assets.extra/tf_serving_warmup_requests": _sha256("warmup"),
+                             "assets.extra/more/notes.txt": _sha256("mine")}
+
+  every = tmp_path / "all"
+  _fill(every, {"classifier/saved_model.pb": "old", "encoder/saved_model.pb": "old",
+                **{f"classifier/{k}": v for k, v in warmup.items()}})
+
+  def write_all(folder):
+    for name in ("classifier", "encoder"):
+      _write_new_export(os.path.join(folder, name))
+
+  export.write_atomically(str(every), write_all, overwrite=True)
+  assert sorted(digests(every)) == [
+      "classifier", "classifier/assets.extra", "classifier/assets.extra/more",
+      "classifier/assets.extra/more/notes.txt",
+      "classifier/assets.extra/tf_serving_warmup_requests", "classifier/saved_model.pb",
+      "classifier/variables", "encoder", "encoder/saved_model.pb", "encoder/variables"]
+  assert sorted(os.listdir(tmp_path)) == ["all", "single"]
