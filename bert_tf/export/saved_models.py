@@ -402,7 +402,9 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_
   """Writes a fine-tuned ``BertClassifier`` as a SavedModel taking raw text or ids.
 
   Args:
-    model: a ``bert_tf.modeling.BertClassifier`` (num_labels=1: regression).
+    model: a ``bert_tf.modeling.BertClassifier`` (num_labels=1: regression), or what
+      ``bert_tf.load`` returns for a folder run_classifier.py fine-tuned (its head, and the
+      labels and multi-label of its classifier.json unless given).
     export_dir: the SavedModel directory: missing, empty, or (with ``overwrite``) a previous
       export, replaced whole (``check_export_dir``).
     vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with.
@@ -411,14 +413,44 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_
       --multi_label).
   Returns:
     export_dir.
+  Raises:
+    BertTfError: ``model`` is no fine-tuned classifier (one line; it was an AttributeError).
   """
+  model, labels, multi_label = _classifier(model, labels, multi_label, "export_classifier")
   return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels,
                                 multi_label=multi_label), export_dir, overwrite)
 
 
+def _classifier(model, labels, multi_label, function):
+  """``(BertClassifier, labels, multi_label)`` of ``model`` (see ``export_classifier``)."""
+  from bert_tf import inference  # pylint: disable=import-outside-toplevel
+  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertClassifier  # pylint: disable=import-outside-toplevel
+  if isinstance(model, inference.InferenceModel):
+    task = (hugging_face._fine_tuned(model)  # pylint: disable=protected-access
+            if model.classifier_info is not None else None)
+    if task is None:
+      raise BertTfError(f"{function}: {model.source} is not a classifier fine-tuned by "
+                        "run_classifier.py (no classifier.json beside its checkpoint)")
+    return task[0], labels or task[1], multi_label or task[2]
+  if not isinstance(model, BertClassifier):
+    raise BertTfError(f"{function}: model must be a fine-tuned bert_tf.modeling.BertClassifier "
+                      "or what bert_tf.load returns for a folder run_classifier.py fine-tuned, "
+                      f"not {type(model).__name__}")
+  return model, labels, multi_label
+
+
 def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True, overwrite=False):
-  """Writes a ``BertModel`` (or a task model's ``.bert``) as a TF Hub-style encoder."""
+  """Writes a ``BertModel`` (or a task model's ``.bert``, or what ``bert_tf.load`` returns)
+  as a TF Hub-style encoder."""
+  from bert_tf import inference  # pylint: disable=import-outside-toplevel
+  from bert_tf.modeling import BertModel  # pylint: disable=import-outside-toplevel
+  if isinstance(encoder, inference.InferenceModel):
+    encoder = encoder.model
   encoder = getattr(encoder, "bert", encoder)
+  if not isinstance(encoder, BertModel):
+    raise BertTfError("export_encoder: encoder must be a bert_tf BertModel, a task model or "
+                      f"what bert_tf.load returns, not {type(encoder).__name__}")
   return _save(EncoderModule(encoder, vocab_file, do_lower_case), export_dir, overwrite)
 
 
@@ -432,7 +464,10 @@ def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_l
 def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
                labels=None, overwrite=False, multi_label=False):
   """``export_dir/{classifier,encoder,preprocessor}`` from a fine-tuned classifier, written
-  (as a whole) atomically; ``overwrite`` as ``export_classifier``. Returns export_dir."""
+  (as a whole) atomically; ``model`` and ``overwrite`` as ``export_classifier``. Returns
+  export_dir."""
+  model, labels, multi_label = _classifier(model, labels, multi_label, "export_all")
+
   def write(tmp):
     tf.io.gfile.makedirs(tmp)
     export_classifier(model, os.path.join(tmp, "classifier"), vocab_file=vocab_file,

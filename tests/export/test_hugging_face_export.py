@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import bert_tf
 from bert_tf.__main__ import main as cli_main
@@ -376,3 +377,43 @@ def test_a_fine_tuned_squad_folder_exports_with_its_head(minilm_path, tmp_path):
   assert {k: list(v.shape) for k, v in tensors.items()} == (
       reference["hugging_face_state_dicts"]["BertForQuestionAnswering"])
   np.testing.assert_array_equal(tensors["qa_outputs.weight"], head)
+
+
+def test_the_saved_model_exports_take_what_bert_tf_load_returns(minilm_path, tmp_path):
+  """export_classifier / export_all / export_encoder given a loaded folder (what bert_tf.load
+  returns) were AttributeError tracebacks: the folder's classifier head, labels and casing are
+  exported, the same answers as the export of the Keras model it was saved from; a model that
+  is no fine-tuned classifier is one line."""
+  from bert_tf import classifier_labels, export
+  from bert_tf.modeling import BertClassifier
+  config = checkpoints.load_config(str(minilm_path / "config.json"))
+  model = BertClassifier(config, 3, classifier_dropout=0.0)
+  checkpoints.load_weights(model, str(minilm_path))
+  model.classifier.output_weights.assign(
+      np.random.RandomState(1).randn(3, config.hidden_size).astype(np.float32))
+  folder = tmp_path / "fine_tuned"
+  checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
+  config.to_json_file(str(folder / "bert_config.json"))
+  vocab = str(minilm_path / "vocab.txt")
+  (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
+  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user")
+  bert = bert_tf.load(str(folder))
+  export.export_classifier(model, str(tmp_path / "keras"), vocab_file=vocab,
+                           max_seq_length=16, labels=["spam", "ham", "eggs"])
+  export.export_all(bert, str(tmp_path / "loaded"), vocab_file=vocab, max_seq_length=16)
+  texts = tf.constant(["free money now", "see you at the meeting", "eggs and ham"])
+  want = tf.saved_model.load(str(tmp_path / "keras")).signatures["serving_default"](text=texts)
+  got = tf.saved_model.load(str(tmp_path / "loaded" / "classifier")).signatures[
+      "serving_default"](text=texts)
+  np.testing.assert_array_equal(got["labels"].numpy(), want["labels"].numpy())
+  np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-6)
+  assert sorted(os.listdir(tmp_path / "loaded")) == ["classifier", "encoder", "preprocessor"]
+  export.export_encoder(bert, str(tmp_path / "encoder"), vocab_file=vocab)
+  assert (tmp_path / "encoder" / "saved_model.pb").exists()
+  plain = bert_tf.load(str(minilm_path))
+  for call in (lambda: export.export_all(plain, str(tmp_path / "x"), vocab_file=vocab),
+               lambda: export.export_classifier("a/path", str(tmp_path / "x"), vocab_file=vocab)):
+    with pytest.raises(bert_tf.BertTfError) as error:
+      call()
+    assert "\n" not in str(error.value) and "export_" in str(error.value)
+  assert not (tmp_path / "x").exists()
