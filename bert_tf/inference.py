@@ -26,6 +26,7 @@ L = encoder layers, N = attention heads, V = vocab size, P = [MASK]s per text, D
 size (H, or k*H for a concatenation of k layers).
 """
 
+import copy
 import dataclasses
 import os
 import re
@@ -319,14 +320,20 @@ class InferenceModel(inference_heads.HeadsMixin):
     up to and including the first ``[SEP]``, segment 1 after it (a pair's ``text_b``, given
     separately, is segment 1). Too long a sequence is cut at its end.
     """
+    return self._tokenize(texts, text_pairs, max_seq_length, add_special_tokens,
+                          self.tokenizer)
+
+  def _tokenize(self, texts, text_pairs, max_seq_length, add_special_tokens, tokenizer):
+    """``tokenize`` with ``tokenizer`` for the texts (``fine_tuning_tokenizer`` for the
+    fine-tuned heads) when bert_tf adds the special tokens."""
     limit = self._limit(max_seq_length)
     tokens, segments = [], []
     for a, b in _as_items(texts, text_pairs):
       if not add_special_tokens:
         packed, segment_ids = self._own_special_tokens(a, b, limit)
       else:
-        tokens_b = self._tokenize_text(b) if b is not None else None
-        packed, segment_ids = pack_example(self._tokenize_text(a), tokens_b, limit)
+        tokens_b = self._tokenize_text(b, tokenizer) if b is not None else None
+        packed, segment_ids = pack_example(self._tokenize_text(a, tokenizer), tokens_b, limit)
       tokens.append(packed)
       segments.append(segment_ids)
     return tokens, segments
@@ -351,12 +358,29 @@ class InferenceModel(inference_heads.HeadsMixin):
       raise BertTfError(f"add_special_tokens=False: no token in {a!r}")
     return packed, [0 if i < first_b else 1 for i in range(len(packed))]
 
-  def _tokenize_text(self, text):
-    """One raw text -> word pieces, warning (once per model) when it holds [CLS] or [SEP]."""
-    pieces = self.tokenizer.tokenize(text)
-    if not self._warned_packing_tokens and any(t in _PACKING_TOKENS for t in pieces):
+  @property
+  def fine_tuning_tokenizer(self):
+    """The tokenizer run_classifier.py and run_ner.py fine-tune with (their SavedModels' too):
+    the original's, which cuts a ``[MASK]``, ``[CLS]`` or ``[UNK]`` written in a text into
+    word pieces like any other word; ``tokenizer`` keeps them whole (``fill_mask``'s
+    ``[MASK]``). ``classify`` and ``tag`` use it: they gave other numbers than the served
+    model for such a text."""
+    plain = self.__dict__.get("_fine_tuning_tokenizer")
+    if plain is None:
+      plain = copy.copy(self.tokenizer)
+      plain.never_split, plain._never_split_re = (), None  # pylint: disable=protected-access
+      self._fine_tuning_tokenizer = plain
+    return plain
+
+  def _tokenize_text(self, text, tokenizer=None):
+    """One raw text -> word pieces (``tokenizer``'s, default ``self.tokenizer``), warning
+    (once per model) when it holds [CLS] or [SEP]."""
+    pieces = (tokenizer or self.tokenizer).tokenize(text)
+    kept = pieces if tokenizer in (None, self.tokenizer) else (
+        self.tokenizer.tokenize(text) if "[" in tokenization.convert_to_unicode(text) else ())
+    if not self._warned_packing_tokens and any(t in _PACKING_TOKENS for t in kept):
       self._warned_packing_tokens = True
-      found = [t for t in _PACKING_TOKENS if t in pieces]
+      found = [t for t in _PACKING_TOKENS if t in kept]
       warnings.warn(
           f"text {tokenization.convert_to_unicode(text)[:60]!r} already holds "
           f"{' and '.join(found)}: bert_tf adds [CLS] ... [SEP] itself, so the model sees them "

@@ -195,7 +195,8 @@ class HeadsMixin:
     if max_seq_length is None and info.get("max_seq_length"):
       max_seq_length = min(int(info["max_seq_length"]), self.config.max_position_embeddings)
     single = isinstance(texts, (str, bytes)) or isinstance(texts, tuple)
-    tokens, segments = self.tokenize(texts, text_pairs, max_seq_length, add_special_tokens)
+    tokens, segments = self._tokenize(  # pylint: disable=protected-access
+        texts, text_pairs, max_seq_length, add_special_tokens, self.fine_tuning_tokenizer)
     fn = self._classifier_fn()
     logits = None
     for indexes, ids, m, types in self._batches(tokens, segments, batch_size):
@@ -291,7 +292,7 @@ class HeadsMixin:
       max_seq_length = int(info["max_seq_length"])
     length = self._limit(max_seq_length)
     labels = info["labels"]
-    features = conll.convert_sentences(sentences, labels, length, self.tokenizer)
+    features = conll.convert_sentences(sentences, labels, length, self.fine_tuning_tokenizer)
     fn = self._tagger_fn()
     size = batch_size or self.batch_size
     predicted = []
