@@ -281,7 +281,8 @@ def export_question_answerer(model, vocab_file, export_dir, *, overwrite=False, 
     ``export_dir``.
   """
   from bert_tf.export import write_atomically  # pylint: disable=import-outside-toplevel
-  answerer = QuestionAnswerer(model, vocab_file, **options)
+  from bert_tf.export.saved_models import in_float32  # pylint: disable=import-outside-toplevel
+  answerer = QuestionAnswerer(in_float32(model), vocab_file, **options)
   # The concrete function: a tf.function would be traced once more for the signature.
   signature = answerer.__call__.get_concrete_function()
   return write_atomically(

@@ -310,3 +310,25 @@ def test_a_kernel_that_takes_a_method_binding_for_a_builtin_exports_the_same(tmp
   np.testing.assert_allclose(encoder(features)["pooled_output"].numpy(),
                              model.bert(features, training=False)["pooled_output"].numpy(),
                              rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_model_trained_in_16_bits_is_exported_computing_in_float32(tmp_path, policy):
+  """run_classifier.py --dtype=bfloat16 (float16) exported the model built under its mixed
+  policy: the SavedModel computed in 16 bits, its logits off bert_tf.load's and the
+  evaluation's of the same checkpoint. It computes in float32 now: the numbers of a float32
+  model with the same weights."""
+  vocab, float_model, preprocessor = _tiny_classifier(tmp_path, len(LABELS))
+  mixed = BertClassifier(float_model.bert.config, num_labels=len(LABELS), dtype=policy)
+  features = preprocessor((tf.constant(TEXT_A), tf.constant(TEXT_B)))
+  mixed(features, training=False)
+  mixed.set_weights(float_model.get_weights())
+  want = float_model(features, training=False).numpy()
+  sixteen = mixed(features, training=False).numpy().astype(np.float32)
+  assert np.abs(sixteen - want).max() > 1e-4  # (16 bits: the check below can fail)
+  export.export_classifier(mixed, str(tmp_path / "export"), vocab_file=vocab,
+                           max_seq_length=SEQ_LENGTH, labels=LABELS)
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_text_pair"](
+      text_a=tf.constant(TEXT_A), text_b=tf.constant(TEXT_B))["logits"].numpy()
+  np.testing.assert_allclose(served, want, atol=1e-5)
+  assert mixed.dtype_policy.name == policy  # the trained model itself is left as it was

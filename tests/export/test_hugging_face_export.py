@@ -408,6 +408,16 @@ def test_the_saved_model_exports_take_what_bert_tf_load_returns(minilm_path, tmp
   np.testing.assert_array_equal(got["labels"].numpy(), want["labels"].numpy())
   np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(), atol=1e-6)
   assert sorted(os.listdir(tmp_path / "loaded")) == ["classifier", "encoder", "preprocessor"]
+  # classify tokenizes as fine-tuning and the served model do: a [CLS], [SEP], [MASK] or
+  # [UNK] written in a text is word pieces there (bert_tf.load's tokenizer keeps them whole:
+  # the logits differed by 0.02).
+  odd = ["[CLS] hi [SEP]", "a [MASK] and [UNK] here", "free money now"]
+  served = tf.saved_model.load(str(tmp_path / "loaded" / "classifier")).signatures[
+      "serving_default"](text=tf.constant(odd))["logits"].numpy()
+  with pytest.warns(UserWarning, match="already holds"):
+    classified = [r["logits"] for r in bert.classify(odd)]
+  np.testing.assert_allclose(classified, served, atol=2e-5)
+  assert bert.tokenizer.tokenize("a [MASK]") == ["a", "[MASK]"]  # fill-mask's: kept whole
   export.export_encoder(bert, str(tmp_path / "encoder"), vocab_file=vocab)
   assert (tmp_path / "encoder" / "saved_model.pb").exists()
   plain = bert_tf.load(str(minilm_path))
