@@ -220,7 +220,9 @@ def tokenization_info(folder, name=""):
   signature = graph.signature_def.get("tokenization_info")
   if signature is None or not {"vocab_file", "do_lower_case"} <= set(signature.outputs):
     raise BertTfError(f"{folder}: not a BERT module of TF-Hub (no tokenization_info signature "
-                      "with vocab_file and do_lower_case)")
+                      "with vocab_file and do_lower_case); a SavedModel bert_tf exported is "
+                      "served with tf.saved_model.load, and loads as a model from the folder "
+                      "it was exported from")
   vocab_tensor = signature.outputs["vocab_file"].name
   vocab_file = None
   for packed in graph.collection_def["saved_model_assets"].any_list.value:

@@ -76,8 +76,14 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
   """
   from bert_tf import inference  # pylint: disable=import-outside-toplevel
+  fine_tuned_length = None
   if isinstance(model, inference.InferenceModel):
     keras_model, tokenizer, lower = model.model, model.tokenizer, model.do_lower_case
+    # transformers truncates at model_max_length: the fine-tuning run's length, as the
+    # SavedModel and bert_tf.load's classify (the position limit gave other answers for long
+    # texts).
+    fine_tuned_length = (model.classifier_info or model.token_classifier_info or {}).get(
+        "max_seq_length")
     heads = (model.has_masked_lm, model.has_next_sentence, model.has_pooler)
     task = _fine_tuned(model)
     if task is not None:
@@ -97,7 +103,8 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   config["pad_token_id"] = vocab.get("[PAD]", 0)
   tokenizer_config = {"do_lower_case": bool(lower), "tokenize_chinese_chars": True,
                       "strip_accents": None, "tokenizer_class": "BertTokenizer",
-                      "model_max_length": keras_model.config.max_position_embeddings}
+                      "model_max_length": int(fine_tuned_length or
+                                              keras_model.config.max_position_embeddings)}
   special = {key: token for key, token in _SPECIAL if token in vocab}
   tokenizer_config.update(special)
 
@@ -259,5 +266,6 @@ def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):
     raise BertTfError(f"{name} {output_dir!r} is a folder with other files in it (e.g. "
                       f"{entries[0]!r}); nothing was written: give a new or empty folder")
   if not overwrite:
-    raise BertTfError(f"{name} {output_dir!r} holds a previous export: pass overwrite=True "
-                      "(--overwrite) to replace it, or give a new path")
+    how = "--overwrite" if name.startswith("--") else "overwrite=True"
+    raise BertTfError(f"{name} {output_dir!r} holds a previous export: pass {how} to replace "
+                      "it, or give a new path")

@@ -644,7 +644,9 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
         max_seq_length=max_seq_length, labels=label_list, overwrite=overwrite_export,
         multi_label=glue_task.multi_label)
     progress(f"exported SavedModels to {export_dir}")
-  if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
+  # The run went through: its checkpoints fit this config. Not into a folder without any (an
+  # eval, predict or export of --init_checkpoint): a config without weights loads as nothing.
+  if distribution.is_chief(strategy) and loop.latest_checkpoint(output_dir):
     loop.write_model_files(bert_config, output_dir, vocab_file)
     write_labels(output_dir)
   return results

@@ -557,6 +557,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
         max_answer_length=max_answer_length, version_2_with_negative=version_2_with_negative,
         null_score_diff_threshold=null_score_diff_threshold, overwrite=overwrite_export)
     progress(f"exported the question-answering SavedModel to {export_dir}")
-  if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
+  # The run went through: its checkpoints fit this config. Not into a folder without any (an
+  # eval, predict or export of --init_checkpoint): a config without weights loads as nothing.
+  if distribution.is_chief(strategy) and loop.latest_checkpoint(output_dir):
     loop.write_model_files(bert_config, output_dir, vocab_file)
   return results

@@ -417,7 +417,9 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
                                 float32=False)
       elif fileio.remove_stale_outputs([os.path.join(output_dir, "test_results.txt")]):
         progress("removed test_results.txt of an earlier run (test.txt has no tags now)")
-  if chief:  # the run went through: its checkpoints fit this config
+  # The run went through: its checkpoints fit this config. Not into a folder without any (an
+  # eval, predict or export of --init_checkpoint): a config without weights loads as nothing.
+  if chief and loop.latest_checkpoint(output_dir):
     loop.write_model_files(bert_config, output_dir, vocab_file)
     write_labels(output_dir, label_list, do_lower_case, max_seq_length)
   return results

@@ -193,7 +193,13 @@ def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, c
   first = (tmp_path / "empty" / "model.safetensors").read_bytes()
   with pytest.raises(bert_tf.BertTfError, match=r"holds a previous export: pass overwrite=True"):
     bert_tf.export_hugging_face(bert, str(tmp_path / "empty"))
-  # The CLI: replaces it with --overwrite; nothing but the export is left beside it.
+  # The CLI: says its own flag (it said "pass overwrite=True (--overwrite)"), and replaces it
+  # with --overwrite; nothing but the export is left beside it.
+  assert cli_main(["export-hf", f"--model={google_folder}",
+                   f"--output_dir={tmp_path / 'empty'}"]) == 1
+  assert capsys.readouterr().err == (
+      f"bert_tf export-hf: error: --output_dir '{tmp_path / 'empty'}' holds a previous export: "
+      "pass --overwrite to replace it, or give a new path\n")
   status = cli_main(["export-hf", f"--model={google_folder}",
                      f"--output_dir={tmp_path / 'empty'}", "--overwrite"])
   assert status == 0 and capsys.readouterr().out == f"wrote {tmp_path / 'empty'}\n"
@@ -341,11 +347,16 @@ def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
   checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
   config.to_json_file(str(folder / "bert_config.json"))
   (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
-  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user")
+  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user",
+                          max_seq_length=24)
   assert cli_main(["export-hf", f"--model={folder}", f"--output_dir={tmp_path / 'hf'}"]) == 0
   written = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert written["architectures"] == ["BertForSequenceClassification"]
   assert written["id2label"] == {"0": "spam", "1": "ham", "2": "eggs"}
+  # transformers truncates where fine-tuning (and the SavedModel) did, not at the position
+  # limit: other answers for long texts.
+  tokenizer_config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+  assert tokenizer_config["model_max_length"] == 24 != config.max_position_embeddings
   from safetensors.numpy import load_file
   tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
   np.testing.assert_array_equal(tensors["classifier.weight"],

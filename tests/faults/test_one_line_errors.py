@@ -384,6 +384,11 @@ def test_another_label_order_over_fine_tuned_checkpoints_is_refused(tmp_path, co
   result = run_script(*common[:-1], f"--output_dir={tmp_path / 'other'}", "--do_eval=True",
                       f"--init_checkpoint={google / 'bert_model.ckpt'}")
   assert result.returncode == 0, result.stderr[-3000:]
+  # Its results, and no config, vocab or labels without weights (bert_tf.load of the folder
+  # said "no checkpoint found").
+  assert "eval_results.txt" in os.listdir(tmp_path / "other")
+  assert not {"bert_config.json", "vocab.txt", "classifier.json"} & set(
+      os.listdir(tmp_path / "other"))
 
 
 def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, config_file,
