@@ -117,6 +117,44 @@ def read_tokens(folder):
   return info
 
 
+def from_hugging_face(folder):
+  """``(classifier_info, token_classifier_info)`` of a Hugging Face folder without bert_tf's
+  files: a ``BertForSequenceClassification`` / ``BertForTokenClassification`` config.json's
+  ``id2label`` (and ``problem_type``), the fine-tuning length from tokenizer_config.json's
+  ``model_max_length`` when it is below the position limit (bert_tf's export writes it so).
+  ``(None, None)`` for anything else. A folder bert_tf exported (export_hugging_face) then
+  classifies or tags as the folder it was exported from."""
+  path = os.path.join(folder, "config.json")
+  if not tf.io.gfile.exists(path):
+    return None, None
+  config = fileio.read_json(path)
+  architectures = config.get("architectures") if isinstance(config, dict) else None
+  kind = next((a for a in architectures or () if a in (
+      "BertForSequenceClassification", "BertForTokenClassification")), None)
+  id2label = config.get("id2label") if kind else None
+  if not isinstance(id2label, dict):
+    return None, None
+  try:
+    labels = [str(id2label[str(i)]) for i in range(len(id2label))]
+  except KeyError:
+    return None, None
+  length = None
+  tokenizer_path = os.path.join(folder, "tokenizer_config.json")
+  if tf.io.gfile.exists(tokenizer_path):
+    limit = fileio.read_json(tokenizer_path).get("model_max_length")
+    if isinstance(limit, int) and 2 < limit < config.get("max_position_embeddings", 512):
+      length = limit
+  if kind == "BertForTokenClassification":
+    return None, {"labels": labels, "max_seq_length": length}
+  problem = config.get("problem_type")
+  regression = problem == "regression" or len(labels) == 1 and problem is None
+  info = {"task_name": None, "labels": [] if regression else labels,
+          "is_regression": regression, "max_seq_length": length}
+  if problem == "multi_label_classification":
+    info["multi_label"] = True
+  return info, None
+
+
 def check_unchanged(folder, kept, now, file_name, flag="--output_dir"):
   """A run over ``folder``'s fine-tuned checkpoints against what they were fine-tuned with:
   ``kept`` (``read``/``read_tokens`` of the folder, None when there is none) and ``now`` (the

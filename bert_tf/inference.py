@@ -194,9 +194,12 @@ def _load_path(path, config_file, vocab_file, do_lower_case, max_seq_length, bat
                                          never_split=never_split,
                                          clean_up_tokenization_spaces=_clean_up_setting(folder))
   classifier_info = classifier_labels.read(folder)
+  token_classifier_info = classifier_labels.read_tokens(folder)
+  if classifier_info is None and token_classifier_info is None:  # a Hugging Face task folder
+    classifier_info, token_classifier_info = classifier_labels.from_hugging_face(folder)
 
   return _ready(config, tokenizer, path, lower, source, max_seq_length, batch_size,
-                classifier_info, classifier_labels.read_tokens(folder))
+                classifier_info, token_classifier_info)
 
 
 def _load_tfhub_module(handle, config_file, vocab_file, do_lower_case, max_seq_length,

@@ -357,6 +357,14 @@ def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
   # limit: other answers for long texts.
   tokenizer_config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
   assert tokenizer_config["model_max_length"] == 24 != config.max_position_embeddings
+  # And back: the Hugging Face folder classifies as the folder it came from (it had no
+  # classifier.json: "has no classifier.json", though config.json names the labels).
+  texts = ["free money now", "see you at the meeting " * 8]
+  want, got = bert_tf.load(str(folder)).classify(texts), bert_tf.load(
+      str(tmp_path / "hf")).classify(texts)
+  assert [r["label"] for r in got] == [r["label"] for r in want]
+  np.testing.assert_allclose([r["logits"] for r in got], [r["logits"] for r in want],
+                             atol=1e-5)
   from safetensors.numpy import load_file
   tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
   np.testing.assert_array_equal(tensors["classifier.weight"],
