@@ -177,9 +177,12 @@ def _flag_error(error):
 
 
 def _own_flags(flag_values):
-  """The flags of the script and of bert_tf (absl's and TensorFlow's aside)."""
+  """The flags of bert_tf's scripts (those that called ``define_flags_anew``) and of bert_tf's
+  modules: not absl's, TensorFlow's or a user's own (a notebook's)."""
   return [flag for module, module_flags in flag_values.flags_by_module_dict().items()
-          if not module.startswith(("absl.", "tensorflow.")) for flag in module_flags]
+          if module.startswith("bert_tf.") or _script_file(
+              getattr(sys.modules.get(module), "__file__", None) or module)
+          for flag in module_flags]
 
 
 # The scripts' files that called define_flags_anew in this process.
@@ -265,8 +268,9 @@ def _before_tensorflow(function):
   except BertTfError as e:
     print(f"{_prog()}: error: {e}", file=sys.stderr)
     sys.exit(1)
-  finally:
-    fv.unparse_flags()
+  finally:  # (ours only: a notebook's own flags keep their values)
+    for flag in _own_flags(fv):
+      flag.unparse()
 
 
 def resolve_model_flags(flag_values, required=()):

@@ -21,6 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SESSION = """
 from absl import flags
 ip = get_ipython()
+flags.DEFINE_integer("my_own", 1, "a notebook's own flag")
+flags.FLAGS.my_own = 5
 def session_step(line):  # (%run puts the script's names, its run() too, here)
   ip.run_line_magic("run", line)
   print("flags:", flags.FLAGS.learning_rate, getattr(flags.FLAGS, "task_name", "-"),
@@ -35,6 +37,7 @@ ip.run_line_magic("run", "data_prep/build_vocab.py --input_file=/nonexistent --v
 print("vocab_size:", flags.FLAGS.vocab_size)
 ip.run_line_magic("run", "data_prep/build_vocab.py --input_file=/nonexistent")
 print("vocab_size:", flags.FLAGS.vocab_size)
+print("my_own:", flags.FLAGS.my_own)  # a user's own flag: neither removed nor reset
 """
 
 
@@ -52,7 +55,8 @@ def test_scripts_run_again_in_one_ipython_session_define_their_flags_anew(tmp_pa
   assert errors == ["run_classifier.py", "run_classifier.py", "run_squad.py",
                     "run_pretraining.py", "run_classifier_with_tfhub.py", "run_classifier.py",
                     "build_vocab.py", "build_vocab.py"], out
-  values = [line for line in out.splitlines() if line.startswith(("flags:", "vocab_size:"))]
+  values = [line for line in out.splitlines()
+            if line.startswith(("flags:", "vocab_size:", "my_own:"))]
   assert values == [
       "flags: 0.5 MRPC accuracy",  # as given
       "flags: 5e-05 None None",  # run_classifier's defaults again, not the first run's
@@ -60,4 +64,4 @@ def test_scripts_run_again_in_one_ipython_session_define_their_flags_anew(tmp_pa
       "flags: 5e-05 - None",  # run_pretraining's
       "flags: 5e-05 None None",  # run_classifier's again, through run_classifier_with_tfhub
       "flags: 5e-05 RTE None",
-      "vocab_size: 7", "vocab_size: 30522"], out
+      "vocab_size: 7", "vocab_size: 30522", "my_own: 5"], out
