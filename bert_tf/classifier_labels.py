@@ -185,10 +185,13 @@ def check_init_checkpoint(init_checkpoint, now, file_name):
   the folder it names: a bert_tf output folder, its ``google/``): an export-only run of a
   multi-label model with plain labels served softmax over sigmoid-trained logits, and
   ``--labels=1,0`` over a model fine-tuned with 0,1 answered the other label, without a
-  word. Nothing when there is no such file (a pretrained checkpoint, a Hugging Face folder)."""
+  word. Nothing when there is no such file (a pretrained checkpoint, a Hugging Face folder).
+  The task's name is not compared: GLUE's AX (predict) and XNLI run an MNLI model, a user
+  task may reuse another's; its labels, casing and kind of output are."""
   if not init_checkpoint:
     return
   folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
             else os.path.dirname(init_checkpoint) or ".")
   kept = (read if file_name == FILE_NAME else read_tokens)(folder)
+  now = {key: value for key, value in now.items() if key != "task_name"}
   check_unchanged(folder, kept, now, file_name, flag="--init_checkpoint")

@@ -391,6 +391,25 @@ def test_another_label_order_over_fine_tuned_checkpoints_is_refused(tmp_path, co
       os.listdir(tmp_path / "other"))
 
 
+def test_ax_predicts_with_an_mnli_model_as_init_checkpoint(tmp_path, config_file,
+                                                          uncased_vocab):
+  """The README's AX: predict only, with an MNLI model as --init_checkpoint: the labels beside
+  it are AX's, the task's name is not (the first version of the check refused it)."""
+  common = (f"--vocab_file={uncased_vocab}", f"--bert_config_file={config_file}",
+            "--max_seq_length=32", "--seed=1")
+  mnli = tmp_path / "mnli"
+  result = run_script("run_classifier.py", "--task_name=MNLI", *common,
+                      f"--data_dir={FIXTURES / 'glue' / 'MNLI'}", f"--output_dir={mnli}",
+                      "--do_train=True", "--train_batch_size=2", "--num_train_epochs=1")
+  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_script("run_classifier.py", "--task_name=AX", *common,
+                      f"--data_dir={FIXTURES / 'glue' / 'diagnostic'}",
+                      f"--output_dir={tmp_path / 'ax'}", "--do_predict=True",
+                      f"--init_checkpoint={mnli / 'google' / 'bert_model.ckpt'}")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (tmp_path / "ax" / "AX.tsv").exists()
+
+
 def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, config_file,
                                                                      uncased_vocab):
   """run_ner's token_classifier.json the same way: an eval-only run with --labels in another
