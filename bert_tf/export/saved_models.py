@@ -397,17 +397,18 @@ def _save(module, export_dir, overwrite):
       overwrite=overwrite)
 
 
-def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
+def export_classifier(model, export_dir, *, vocab_file, do_lower_case=None, max_seq_length=None,
                       labels=None, overwrite=False, multi_label=False):
   """Writes a fine-tuned ``BertClassifier`` as a SavedModel taking raw text or ids.
 
   Args:
     model: a ``bert_tf.modeling.BertClassifier`` (num_labels=1: regression), or what
-      ``bert_tf.load`` returns for a folder run_classifier.py fine-tuned (its head, and the
-      labels and multi-label of its classifier.json unless given).
+      ``bert_tf.load`` returns for a folder run_classifier.py fine-tuned (its head, and unless
+      given the labels, multi-label, casing and length of its classifier.json).
     export_dir: the SavedModel directory: missing, empty, or (with ``overwrite``) a previous
       export, replaced whole (``check_export_dir``).
-    vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with.
+    vocab_file, do_lower_case, max_seq_length: the preprocessing the model was trained with
+      (default: a loaded folder's, else lower-cased and 128).
     labels: label names in id order (default "0", "1", ...); ignored for regression.
     multi_label: the outputs are independent sigmoid probabilities (run_classifier.py
       --multi_label).
@@ -416,7 +417,8 @@ def export_classifier(model, export_dir, *, vocab_file, do_lower_case=True, max_
   Raises:
     BertTfError: ``model`` is no fine-tuned classifier (one line; it was an AttributeError).
   """
-  model, labels, multi_label = _classifier(model, labels, multi_label, "export_classifier")
+  model, labels, multi_label, do_lower_case, max_seq_length = _classifier(
+      model, labels, multi_label, do_lower_case, max_seq_length, "export_classifier")
   model = in_float32(model)
   return _save(ClassifierModule(model, vocab_file, do_lower_case, max_seq_length, labels,
                                 multi_label=multi_label), export_dir, overwrite)
@@ -440,8 +442,9 @@ def in_float32(model):
   return twin
 
 
-def _classifier(model, labels, multi_label, function):
-  """``(BertClassifier, labels, multi_label)`` of ``model`` (see ``export_classifier``)."""
+def _classifier(model, labels, multi_label, do_lower_case, max_seq_length, function):
+  """``(BertClassifier, labels, multi_label, do_lower_case, max_seq_length)`` of ``model``
+  and the arguments given (see ``export_classifier``)."""
   from bert_tf import inference  # pylint: disable=import-outside-toplevel
   from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertClassifier  # pylint: disable=import-outside-toplevel
@@ -451,21 +454,29 @@ def _classifier(model, labels, multi_label, function):
     if task is None:
       raise BertTfError(f"{function}: {model.source} is not a classifier fine-tuned by "
                         "run_classifier.py (no classifier.json beside its checkpoint)")
-    return task[0], labels or task[1], multi_label or task[2]
+    info = model.classifier_info
+    return (task[0], labels or task[1], multi_label or task[2],
+            model.do_lower_case if do_lower_case is None else do_lower_case,
+            max_seq_length or info.get("max_seq_length") or 128)
   if not isinstance(model, BertClassifier):
     raise BertTfError(f"{function}: model must be a fine-tuned bert_tf.modeling.BertClassifier "
                       "or what bert_tf.load returns for a folder run_classifier.py fine-tuned, "
                       f"not {type(model).__name__}")
-  return model, labels, multi_label
+  return (model, labels, multi_label, True if do_lower_case is None else do_lower_case,
+          max_seq_length or 128)
 
 
-def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=True, overwrite=False):
+def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=None, overwrite=False):
   """Writes a ``BertModel`` (or a task model's ``.bert``, or what ``bert_tf.load`` returns)
-  as a TF Hub-style encoder."""
+  as a TF Hub-style encoder; ``do_lower_case`` default: a loaded model's, else True."""
   from bert_tf import inference  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertModel  # pylint: disable=import-outside-toplevel
   if isinstance(encoder, inference.InferenceModel):
+    if do_lower_case is None:
+      do_lower_case = encoder.do_lower_case
     encoder = encoder.model
+  if do_lower_case is None:
+    do_lower_case = True
   encoder = getattr(encoder, "bert", encoder)
   if not isinstance(encoder, BertModel):
     raise BertTfError("export_encoder: encoder must be a bert_tf BertModel, a task model or "
@@ -481,12 +492,13 @@ def export_preprocessor(export_dir, *, vocab_file, do_lower_case=True, max_seq_l
                overwrite)
 
 
-def export_all(model, export_dir, *, vocab_file, do_lower_case=True, max_seq_length=128,
+def export_all(model, export_dir, *, vocab_file, do_lower_case=None, max_seq_length=None,
                labels=None, overwrite=False, multi_label=False):
   """``export_dir/{classifier,encoder,preprocessor}`` from a fine-tuned classifier, written
   (as a whole) atomically; ``model`` and ``overwrite`` as ``export_classifier``. Returns
   export_dir."""
-  model, labels, multi_label = _classifier(model, labels, multi_label, "export_all")
+  model, labels, multi_label, do_lower_case, max_seq_length = _classifier(
+      model, labels, multi_label, do_lower_case, max_seq_length, "export_all")
 
   def write(tmp):
     tf.io.gfile.makedirs(tmp)

@@ -415,11 +415,16 @@ def test_the_saved_model_exports_take_what_bert_tf_load_returns(minilm_path, tmp
   config.to_json_file(str(folder / "bert_config.json"))
   vocab = str(minilm_path / "vocab.txt")
   (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
-  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user")
+  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user",
+                          max_seq_length=16)
   bert = bert_tf.load(str(folder))
   export.export_classifier(model, str(tmp_path / "keras"), vocab_file=vocab,
                            max_seq_length=16, labels=["spam", "ham", "eggs"])
-  export.export_all(bert, str(tmp_path / "loaded"), vocab_file=vocab, max_seq_length=16)
+  # The folder's labels and length (classifier.json's), not export_all's defaults (128).
+  export.export_all(bert, str(tmp_path / "loaded"), vocab_file=vocab)
+  packed = tf.saved_model.load(str(tmp_path / "loaded" / "preprocessor")).signatures[
+      "serving_default"](text=tf.constant(["a long text " * 20]))
+  assert packed["input_word_ids"].shape == (1, 16)
   texts = tf.constant(["free money now", "see you at the meeting", "eggs and ham"])
   want = tf.saved_model.load(str(tmp_path / "keras")).signatures["serving_default"](text=texts)
   got = tf.saved_model.load(str(tmp_path / "loaded" / "classifier")).signatures[
