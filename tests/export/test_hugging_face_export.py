@@ -360,8 +360,12 @@ def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
   # And back: the Hugging Face folder classifies as the folder it came from (it had no
   # classifier.json: "has no classifier.json", though config.json names the labels).
   texts = ["free money now", "see you at the meeting " * 8]
-  want, got = bert_tf.load(str(folder)).classify(texts), bert_tf.load(
-      str(tmp_path / "hf")).classify(texts)
+  ours, theirs = bert_tf.load(str(folder)), bert_tf.load(str(tmp_path / "hf"))
+  want, got = ours.classify(texts), theirs.classify(texts)
+  # A [MASK] written in a text: word pieces for bert_tf's (and Google's) fine-tuning, one
+  # token for transformers' tokenizer, which a Hugging Face folder was fine-tuned with.
+  assert ours.fine_tuning_tokenizer.tokenize("a [MASK]") == ["a", "[", "mask", "]"]
+  assert theirs.fine_tuning_tokenizer.tokenize("a [MASK]") == ["a", "[MASK]"]
   assert [r["label"] for r in got] == [r["label"] for r in want]
   np.testing.assert_allclose([r["logits"] for r in got], [r["logits"] for r in want],
                              atol=1e-5)
