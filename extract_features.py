@@ -18,7 +18,8 @@ from absl import flags
 from bert_tf import cli
 
 FLAGS = flags.FLAGS
-cli.define_flags_anew(globals())  # %run again in a notebook: defined anew
+# (%run again in a notebook: defined anew; the original's TPU flags its own way)
+cli.define_flags_anew(globals(), replacing=("use_tpu", "master", "num_tpu_cores"))
 
 flags.DEFINE_string("input_file", None, "Text file, one input per line; 'a ||| b' for a pair.")
 flags.DEFINE_string("output_file", None, "Output JSON-lines file.")

@@ -180,13 +180,22 @@ def _own_flags(flag_values):
   """The flags of bert_tf's scripts (those that called ``define_flags_anew``) and of bert_tf's
   modules: not absl's, TensorFlow's or a user's own (a notebook's)."""
   return [flag for module, module_flags in flag_values.flags_by_module_dict().items()
-          if module.startswith("bert_tf.") or _script_file(
-              getattr(sys.modules.get(module), "__file__", None) or module)
+          if module.startswith("bert_tf.") or _script_file(_defining_file(module))
           for flag in module_flags]
 
 
 # The scripts' files that called define_flags_anew in this process.
 _SCRIPT_FILES = []
+# absl records a __main__ script's flags under its sys.argv[0] as typed: -> its absolute path
+# (a relative one names another file once the working folder changed).
+_MAIN_KEYS = {}
+
+
+def _defining_file(module):
+  """The file of ``module``, a key of absl's ``flags_by_module_dict``: an imported module's
+  name, or a __main__ script's sys.argv[0]."""
+  return (_MAIN_KEYS.get(module) or getattr(sys.modules.get(module), "__file__", None)
+          or module)
 
 
 def _script_file(path):
@@ -200,7 +209,7 @@ def _script_file(path):
   return None
 
 
-def define_flags_anew(module_globals):
+def define_flags_anew(module_globals, replacing=()):
   """Call at the top of a script, before its ``flags.DEFINE_*``: scripts run one after another
   in one process (a notebook's ``%run run_classifier.py ...``, again, or then ``%run
   run_squad.py ...``; absl's flag registry is the process's) define their flags anew instead
@@ -208,8 +217,9 @@ def define_flags_anew(module_globals):
 
   The flags of the scripts that ran before are removed, except those of the scripts this one
   imported (run_classifier_with_tfhub takes run_classifier's; removed by a script run
-  between, they are defined again). A user's own flags stay. In a new process nothing is
-  defined yet: nothing changes."""
+  between, they are defined again). A user's own flags stay. ``replacing``: names of bert_tf's
+  shared flags the script defines its own way (extract_features' --use_tpu), removed too. In a
+  new process nothing is defined yet: nothing changes."""
   import importlib  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   this_file = module_globals.get("__file__")
@@ -221,15 +231,17 @@ def define_flags_anew(module_globals):
   fv = flags.FLAGS
   by_module = fv.flags_by_module_dict()
   for module, module_flags in list(by_module.items()):
-    # absl records a __main__ module's flags under sys.argv[0] (%run sets it to the script),
-    # an imported one's under its name.
-    if module in kept or not _script_file(
-        getattr(sys.modules.get(module), "__file__", None) or module):
+    if module in kept or not _script_file(_defining_file(module)):
       continue
     for flag in list(module_flags):
       for name in {flag.name, flag.short_name} - {None}:
         if name in fv and fv[name] is flag:
           delattr(fv, name)
+  for name in replacing:
+    if name in fv and fv.find_module_defining_flag(name, "").startswith("bert_tf."):
+      delattr(fv, name)
+  if module_globals.get("__name__") == "__main__" and sys.argv and sys.argv[0]:
+    _MAIN_KEYS[sys.argv[0]] = os.path.abspath(sys.argv[0])
   for module in imported:
     if module.__name__ not in by_module:  # its flags removed by a script run in between
       importlib.reload(module)

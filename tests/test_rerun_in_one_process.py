@@ -33,6 +33,12 @@ session_step("run_squad.py --do_train --learning_rate=0.25")
 session_step("run_pretraining.py --do_train")
 session_step("run_classifier_with_tfhub.py --do_train")
 session_step("run_classifier.py --do_train --task_name=RTE")
+ip.run_line_magic("run", "extract_features.py")  # its own --use_tpu, --master, --num_tpu_cores
+import os
+here = os.getcwd()
+os.chdir("/")  # run_classifier.py above was a path relative to the folder left
+ip.run_line_magic("run", os.path.join(here, "run_classifier.py") + " --do_train")
+os.chdir(here)
 ip.run_line_magic("run", "data_prep/build_vocab.py --input_file=/nonexistent --vocab_size=7")
 print("vocab_size:", flags.FLAGS.vocab_size)
 ip.run_line_magic("run", "data_prep/build_vocab.py --input_file=/nonexistent")
@@ -54,7 +60,8 @@ def test_scripts_run_again_in_one_ipython_session_define_their_flags_anew(tmp_pa
   # Each run reached its own flag checks (its first one-line error).
   assert errors == ["run_classifier.py", "run_classifier.py", "run_squad.py",
                     "run_pretraining.py", "run_classifier_with_tfhub.py", "run_classifier.py",
-                    "build_vocab.py", "build_vocab.py"], out
+                    "extract_features.py", "run_classifier.py", "build_vocab.py",
+                    "build_vocab.py"], out
   values = [line for line in out.splitlines()
             if line.startswith(("flags:", "vocab_size:", "my_own:"))]
   assert values == [
