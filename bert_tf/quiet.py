@@ -20,10 +20,11 @@ TensorFlow is imported; it changes nothing when the user asked for logs with abs
 The library does much the same for its own users (a notebook, where a Jupyter kernel shows
 whatever reaches descriptor 2 as red lines under the cell, even with ``TF_CPP_MIN_LOG_LEVEL=3``,
 whichever bert_tf module it imports first): ``import bert_tf`` calls ``setup_library``, which
-does nothing when ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line, and leaves the process
-as it was otherwise (the variable is set only while TensorFlow is imported, a user's level
-of the ``tensorflow`` logger stays, child processes' output is theirs). A script's ``setup``,
-which runs after it, decides by the script's flags.
+does nothing when ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every log line. Otherwise TensorFlow's
+C++ logging stays at level 3 for the process (set while TensorFlow is imported: the
+environment child processes inherit is left as it was), a user's level of the ``tensorflow``
+logger stays, and child processes' output is theirs. A script's ``setup``, which runs after
+it, decides by the script's flags.
 """
 
 import contextlib
@@ -48,10 +49,11 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
   """Imports the ``tensorflow`` package with file descriptor 2 sent to a temporary file.
 
   ``library``: installed by ``setup_library`` (``import bert_tf`` in a notebook or a program):
-  ``TF_CPP_MIN_LOG_LEVEL=3`` only while TensorFlow is imported, unless the user set it (its
-  C++ log level is fixed then, the later ``cuInit`` line included, and the process's
-  environment, which child processes inherit, is left as it was); the ``tensorflow`` logger's
-  level only where the user set none."""
+  ``TF_CPP_MIN_LOG_LEVEL=3`` in the environment only while TensorFlow is imported, unless the
+  user set it. TensorFlow reads it then and keeps that level for the process's C++ logging
+  (its later lines too: "failed call to cuInit" on a machine without a GPU, but also a device
+  placement log asked for); the environment, which child processes inherit, is left as it
+  was. The ``tensorflow`` logger's level only where the user set none."""
 
   def __init__(self, library=False):
     self.library = library
@@ -247,16 +249,13 @@ _library = []  # [True] once setup_library ran
 
 def setup_library():
   """``setup`` for the library's users (``import bert_tf`` in a notebook or a program): quiets
-  TensorFlow's import (see ``_QuietTensorFlowImport``'s ``library``) and its INFO lines unless a
-  script already decided, or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line. Unlike a
-  script's, it leaves the process's environment and child processes' output alone."""
+  TensorFlow's import and C++ logging (see ``_QuietTensorFlowImport``'s ``library``) unless a
+  script already decided, or ``TF_CPP_MIN_LOG_LEVEL`` was set (``0``: every line). Unlike a
+  script's, it leaves the process's environment, absl's handler (a program's own INFO lines,
+  Apache Beam's warnings) and child processes' output alone."""
   if _decided or _library or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
     return False
   _library.append(True)
-  from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
-  handler = absl_logging.get_absl_handler()
-  if not any(isinstance(f, _DropLibraryInfo) for f in handler.filters):
-    handler.addFilter(_DropLibraryInfo())
   if "tensorflow" not in sys.modules and not any(
       isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path):
     sys.meta_path.insert(0, _QuietTensorFlowImport(library=True))

@@ -79,8 +79,10 @@ import logging, os, subprocess, sys
 logging.getLogger("tensorflow").setLevel(logging.INFO)  # the user's own level
 import bert_tf  # nothing else: the set-up is the package's
 import tensorflow
+from absl import logging as absl_logging
 print("during", tensorflow.LOADED, "after", os.environ.get("TF_CPP_MIN_LOG_LEVEL"),
-      "level", logging.getLogger("tensorflow").level, flush=True)
+      "level", logging.getLogger("tensorflow").level,
+      "absl filters", len(absl_logging.get_absl_handler().filters), flush=True)
 subprocess.run([sys.executable, "-c",
                 "import os; print('child', os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"])
 """
@@ -96,14 +98,16 @@ def _run_with_fake_tensorflow(tmp_path, code, tail=""):
                         timeout=60)
 
 
-def test_import_bert_tf_quiets_tensorflow_and_leaves_the_process_as_it_was(tmp_path):
+def test_import_bert_tf_quiets_tensorflow_and_leaves_the_environment_as_it_was(tmp_path):
   """``import bert_tf`` (a notebook importing bert_tf.modeling first) silences TensorFlow's
-  import; TF_CPP_MIN_LOG_LEVEL is 3 only while TensorFlow is imported (not inherited by child
-  processes), and a level the user gave the tensorflow logger stays."""
+  import; TF_CPP_MIN_LOG_LEVEL is 3 in the environment only while TensorFlow is imported (not
+  inherited by child processes), a level the user gave the tensorflow logger stays, and absl's
+  handler gets no filter (a program's own INFO lines, Apache Beam's warnings)."""
   result = _run_with_fake_tensorflow(
       tmp_path, _LIBRARY_IMPORT, "LOADED = os.environ.get('TF_CPP_MIN_LOG_LEVEL')")
   assert result.returncode == 0, result.stderr
-  assert (result.stdout, result.stderr) == ("during 3 after None level 20\nchild None\n", "")
+  assert (result.stdout, result.stderr) == ("during 3 after None level 20 absl filters 0\n"
+                                            "child None\n", "")
 
 
 @pytest.mark.parametrize("close_stderr", [False, True])
