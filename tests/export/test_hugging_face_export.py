@@ -332,14 +332,13 @@ def test_fine_tuned_models_have_the_tensors_of_transformers_task_classes(
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
-def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
-    minilm_path, tmp_path):
-  """A folder as run_classifier.py leaves it (Google checkpoint, config, vocab,
-  classifier.json) exports as a BertForSequenceClassification with classifier.json's names."""
+def _fine_tuned_classifier_folder(minilm_path, tmp_path, max_seq_length):
+  """``(config, model, folder)``: MiniLM with a random 3-label head (no dropout), saved as
+  run_classifier.py leaves a folder (Google checkpoint, config, vocab, classifier.json)."""
   from bert_tf import classifier_labels
   from bert_tf.modeling import BertClassifier
   config = checkpoints.load_config(str(minilm_path / "config.json"))
-  model = BertClassifier(config, 3)
+  model = BertClassifier(config, 3, classifier_dropout=0.0)
   checkpoints.load_weights(model, str(minilm_path))
   model.classifier.output_weights.assign(
       np.random.RandomState(1).randn(3, config.hidden_size).astype(np.float32))
@@ -348,7 +347,15 @@ def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
   config.to_json_file(str(folder / "bert_config.json"))
   (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
   classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user",
-                          max_seq_length=24)
+                          max_seq_length=max_seq_length)
+  return config, model, folder
+
+
+def test_a_fine_tuned_classifier_folder_exports_with_its_head_and_label_names(
+    minilm_path, tmp_path):
+  """A folder as run_classifier.py leaves it (Google checkpoint, config, vocab,
+  classifier.json) exports as a BertForSequenceClassification with classifier.json's names."""
+  config, model, folder = _fine_tuned_classifier_folder(minilm_path, tmp_path, 24)
   assert cli_main(["export-hf", f"--model={folder}", f"--output_dir={tmp_path / 'hf'}"]) == 0
   written = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert written["architectures"] == ["BertForSequenceClassification"]
@@ -407,20 +414,9 @@ def test_the_saved_model_exports_take_what_bert_tf_load_returns(minilm_path, tmp
   returns) were AttributeError tracebacks: the folder's classifier head, labels and casing are
   exported, the same answers as the export of the Keras model it was saved from; a model that
   is no fine-tuned classifier is one line."""
-  from bert_tf import classifier_labels, export
-  from bert_tf.modeling import BertClassifier
-  config = checkpoints.load_config(str(minilm_path / "config.json"))
-  model = BertClassifier(config, 3, classifier_dropout=0.0)
-  checkpoints.load_weights(model, str(minilm_path))
-  model.classifier.output_weights.assign(
-      np.random.RandomState(1).randn(3, config.hidden_size).astype(np.float32))
-  folder = tmp_path / "fine_tuned"
-  checkpoints.save_google_checkpoint(model, str(folder / "bert_model.ckpt"))
-  config.to_json_file(str(folder / "bert_config.json"))
+  from bert_tf import export
+  _, model, folder = _fine_tuned_classifier_folder(minilm_path, tmp_path, 16)
   vocab = str(minilm_path / "vocab.txt")
-  (folder / "vocab.txt").write_bytes((minilm_path / "vocab.txt").read_bytes())
-  classifier_labels.write(str(folder), ["spam", "ham", "eggs"], task_name="user",
-                          max_seq_length=16)
   bert = bert_tf.load(str(folder))
   export.export_classifier(model, str(tmp_path / "keras"), vocab_file=vocab,
                            max_seq_length=16, labels=["spam", "ham", "eggs"])
