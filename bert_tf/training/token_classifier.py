@@ -128,9 +128,10 @@ def write_labels(folder, label_list, do_lower_case, max_seq_length):
                                  max_seq_length=max_seq_length)
 
 
-def resolve_labels(labels, data_dir, output_dir, train_sentences):
+def resolve_labels(labels, data_dir, output_dir, train_sentences, init_checkpoint=None):
   """The tag list: ``labels`` (--labels), else ``data_dir/labels.txt``, else what a previous
-  run saved in ``output_dir``, else the training file's tags (``conll.labels_of``)."""
+  run saved in ``output_dir``, else the training file's tags (``conll.labels_of``), else (a
+  run without training) those beside ``init_checkpoint``, a folder run_ner.py fine-tuned."""
   if labels:
     return list(labels)
   listed = os.path.join(data_dir, "labels.txt") if data_dir else None
@@ -142,6 +143,12 @@ def resolve_labels(labels, data_dir, output_dir, train_sentences):
   saved = classifier_labels.read_tokens(output_dir)
   if saved:
     return saved["labels"]
+  if train_sentences is None and init_checkpoint:
+    folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
+              else os.path.dirname(init_checkpoint) or ".")
+    beside = classifier_labels.read_tokens(folder)
+    if beside:
+      return beside["labels"]
   if train_sentences is None:
     raise BertTfError("no tag list: give --labels, a labels.txt in --data_dir, or train "
                       "(--do_train) first")
@@ -251,7 +258,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
   eval_sentences = (read("dev", "--do_eval" if do_eval else "--eval_during_training")
                     if do_eval or eval_during_training else None)
   predict_sentences = read("test", "--do_predict", labelled=False) if do_predict else None
-  label_list = resolve_labels(labels, data_dir, output_dir, train_sentences)
+  label_list = resolve_labels(labels, data_dir, output_dir, train_sentences,
+                              None if do_train else init_checkpoint)
   fine_tuned_with = {"labels": [str(x) for x in label_list],
                      "do_lower_case": bool(do_lower_case)}
   if loop.latest_checkpoint(output_dir):

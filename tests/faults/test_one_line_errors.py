@@ -435,6 +435,11 @@ def test_another_tag_order_over_fine_tuned_ner_checkpoints_is_refused(tmp_path, 
   assert error_line(result).startswith(
       f"run_ner.py: error: --init_checkpoint '{out}' holds checkpoints fine-tuned with other "
       f"labels ({out}/token_classifier.json): labels {','.join(kept)} (now ")
+  # Without --labels the tags are those beside it (it said "no tag list: give --labels").
+  result = run_script(*common[:-1], f"--output_dir={tmp_path / 'other'}", "--do_eval=True",
+                      f"--init_checkpoint={out}")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (tmp_path / "other" / "eval_results.txt").exists()
 
 
 def test_labels_and_squad_files_that_are_not_utf8_and_a_tiny_max_seq_length(
