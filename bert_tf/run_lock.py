@@ -567,9 +567,10 @@ def _rows_fingerprint(kind, rows):
   return h.hexdigest()[:16]
 
 
-def check_training_data(kind, rows, source):
+def check_training_data(kind, rows, source, other=None):
   """The training examples (``rows``: what training takes from each, JSON-able, in order;
-  ``kind`` names the script's; ``source``: where they were read, for the message) against
+  ``kind`` names the script's; ``source``: where they were read, for the message: "other
+  examples than {source}'s", or ``other`` said instead of that) against
   the record of the folder being trained (see the module docstring); call it before anything
   is written. A fresh run records their fingerprint; a resume on other examples is a
   one-line ``BertTfError`` unless ``resume_with_changed_flags`` (a warning; recorded when the
@@ -590,8 +591,8 @@ def check_training_data(kind, rows, source):
   if old == fingerprint:
     return
   if old is not None:
-    message = (f"--output_dir {output_dir!r} holds checkpoints trained on other examples "
-               f"than {source}'s")
+    what = other or f"other examples than {source}'s"
+    message = f"--output_dir {output_dir!r} holds checkpoints trained on {what}"
     if not run["resume_with_changed_flags"]:
       raise BertTfError(f"{message}: resumed, the model would go on from their step through "
                         "these, trained on a mix of the two; pass --resume_with_changed_flags "

@@ -260,9 +260,11 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
              f"{learning_rate * num_train_steps / num_warmup_steps:.3g} at its end, and never "
              f"reaches --learning_rate {learning_rate:g}")
   if do_train:  # Resumed checkpoints go on through the files they were trained on.
+    given = input_file if isinstance(input_file, str) else ",".join(input_file)
     run_lock.check_training_data(
-        "pretraining-train", _input_file_rows(train_files),
-        input_file if isinstance(input_file, str) else ",".join(input_file))
+        "pretraining-train", _input_file_rows(train_files), given,
+        other=f"other input files than --input_file {given!r} gives "
+              f"({len(train_files)} file(s): one added, left out or made anew)")
   # The config (and vocab, when given) beside the checkpoints: the folder loads alone.
   # Written now only into a folder without checkpoints; at the end of the run otherwise.
   # (A run without training writes them at its end: a refused one writes nothing.)

@@ -130,7 +130,8 @@ def test_resuming_pretraining_on_other_input_files_is_refused(tmp_path, workdir)
   with pytest.raises(BertTfError) as error:
     train(one, 4)
   assert str(error.value) == (
-      f"--output_dir {str(out)!r} holds checkpoints trained on other examples than {one}'s: "
+      f"--output_dir {str(out)!r} holds checkpoints trained on other input files than "
+      f"--input_file {one!r} gives (1 file(s): one added, left out or made anew): "
       "resumed, the model would go on from their step through these, trained on a mix of the "
       "two; pass --resume_with_changed_flags to resume them anyway, or use another "
       "--output_dir")
@@ -145,5 +146,5 @@ def test_resuming_pretraining_on_other_input_files_is_refused(tmp_path, workdir)
 
   lines = []
   train(one, 6, lines, resume_with_changed_flags=True)
-  assert any(line.startswith("warning: ") and "other examples" in line for line in lines)
+  assert any(line.startswith("warning: ") and "other input files" in line for line in lines)
   assert _step(out) == 6 and _recorded(out) != first_record
