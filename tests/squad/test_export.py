@@ -290,3 +290,27 @@ def test_a_vocab_or_length_that_does_not_fit_the_model_is_refused(uncased_vocab)
   with pytest.raises(BertTfError, match=r"^max_seq_length 128 exceeds the model's "
                                         r"max_position_embeddings 64$"):
     export.QuestionAnswerer(model, tokens, max_seq_length=128, max_query_length=16)
+
+
+def test_a_model_trained_in_16_bits_answers_in_float32(tmp_path, uncased_vocab):
+  """run_squad.py --dtype=bfloat16's export computed in 16 bits (its scores off the float32
+  model's of the same weights); it answers as a float32 model with the same weights now."""
+  config = BertConfig.from_dict(google_models.tiny_config_dict(
+      vocab_size=30522, max_position_embeddings=64))
+  keras.utils.set_random_seed(3)
+  float_model = BertSpanLabeler(config)
+  mixed = BertSpanLabeler(config, dtype="mixed_bfloat16")
+  ids = {name: tf.ones([1, 8], tf.int32) for name in ("input_word_ids", "input_mask")}
+  ids["input_type_ids"] = tf.zeros([1, 8], tf.int32)
+  float_model(ids), mixed(ids)
+  mixed.set_weights(float_model.get_weights())
+  questions = tf.constant([q for q, _ in PAIRS[:4]])
+  contexts = tf.constant([c for _, c in PAIRS[:4]])
+  want = export.QuestionAnswerer(float_model, str(uncased_vocab), **OPTIONS)(questions, contexts)
+  sixteen = export.QuestionAnswerer(mixed, str(uncased_vocab), **OPTIONS)(questions, contexts)
+  assert not np.allclose(sixteen["score"].numpy(), want["score"].numpy(), rtol=1e-6, atol=1e-7)
+  served = tf.saved_model.load(export.export_question_answerer(
+      mixed, str(uncased_vocab), str(tmp_path / "qa"), **OPTIONS))(questions, contexts)
+  np.testing.assert_allclose(served["score"].numpy(), want["score"].numpy(), rtol=1e-6,
+                             atol=1e-6)
+  assert served["answer_text"].numpy().tolist() == want["answer_text"].numpy().tolist()
