@@ -50,9 +50,11 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None, vocab
 
   In order: the ``do_lower_case`` argument (checked as the scripts' ``--do_lower_case``:
   against Google's released checkpoint names and a ``tokenizer_config.json`` in ``folder``,
-  errors; against the vocab's casing, a warning), ``tokenizer_config.json`` in ``folder``
-  (Hugging Face), Google's released checkpoint names, and the vocab itself (capital letters in
-  it mean a cased model).
+  errors; against the vocab's casing, a warning), the fine-tuning's own (``classifier.json`` or
+  ``token_classifier.json`` in ``folder``: a cased vocab fine-tuned with the default
+  ``--do_lower_case=True`` was classified without lower-casing), ``tokenizer_config.json`` in
+  ``folder`` (Hugging Face), Google's released checkpoint names, and the vocab itself (capital
+  letters in it mean a cased model).
   """
   if do_lower_case is not None:
     tokenization.validate_case_matches_checkpoint(
@@ -62,6 +64,12 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None, vocab
     if warning:
       logging.warning("%s", warning.removeprefix("warning: "))
     return bool(do_lower_case), "argument"
+  from bert_tf import classifier_labels  # pylint: disable=import-outside-toplevel
+  for read, name in ((classifier_labels.read, classifier_labels.FILE_NAME),
+                     (classifier_labels.read_tokens, classifier_labels.TOKEN_FILE_NAME)):
+    info = read(folder)
+    if info is not None and isinstance(info.get("do_lower_case"), bool):
+      return info["do_lower_case"], os.path.join(folder, name)
   tokenizer_config = os.path.join(folder, "tokenizer_config.json")
   if tf.io.gfile.exists(tokenizer_config):
     value = _tokenizer_config_casing(tokenizer_config)

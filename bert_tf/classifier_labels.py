@@ -144,14 +144,12 @@ def from_hugging_face(folder):
     limit = fileio.read_json(tokenizer_path).get("model_max_length")
     if isinstance(limit, int) and 2 < limit < config.get("max_position_embeddings", 512):
       length = limit
-  # (transformers' tokenizer keeps a [MASK] or [CLS] written in a text whole: so did the
-  # fine-tuning of such a folder; InferenceModel.fine_tuning_tokenizer)
   if kind == "BertForTokenClassification":
-    return None, {"labels": labels, "max_seq_length": length, "hugging_face": True}
+    return None, {"labels": labels, "max_seq_length": length}
   problem = config.get("problem_type")
   regression = problem == "regression" or len(labels) == 1 and problem is None
   info = {"task_name": None, "labels": [] if regression else labels,
-          "is_regression": regression, "max_seq_length": length, "hugging_face": True}
+          "is_regression": regression, "max_seq_length": length}
   if problem == "multi_label_classification":
     info["multi_label"] = True
   return info, None

@@ -367,10 +367,8 @@ class InferenceModel(inference_heads.HeadsMixin):
     the original's, which cuts a ``[MASK]``, ``[CLS]`` or ``[UNK]`` written in a text into
     word pieces like any other word; ``tokenizer`` keeps them whole (``fill_mask``'s
     ``[MASK]``). ``classify`` and ``tag`` use it: they gave other numbers than the served
-    model for such a text. A Hugging Face task folder's is ``tokenizer`` itself (transformers
-    keeps them whole)."""
-    if (self.classifier_info or self.token_classifier_info or {}).get("hugging_face"):
-      return self.tokenizer
+    model for such a text. (A folder fine-tuned with transformers saw them whole: for such a
+    text its classify, like its SavedModel export, is Google's tokenization, not theirs.)"""
     plain = self.__dict__.get("_fine_tuning_tokenizer")
     if plain is None:
       plain = copy.copy(self.tokenizer)

@@ -250,7 +250,8 @@ _library = []  # [True] once setup_library ran
 def setup_library():
   """``setup`` for the library's users (``import bert_tf`` in a notebook or a program): quiets
   TensorFlow's import and C++ logging (see ``_QuietTensorFlowImport``'s ``library``) unless a
-  script already decided, or ``TF_CPP_MIN_LOG_LEVEL`` was set (``0``: every line). Unlike a
+  script already decided or ``TF_CPP_MIN_LOG_LEVEL=0`` asks for every line; another level the
+  user set is TensorFlow's C++ level (the import's own lines are still held back). Unlike a
   script's, it leaves the process's environment, absl's handler (a program's own INFO lines,
   Apache Beam's warnings) and child processes' output alone."""
   if _decided or _library or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":

@@ -455,15 +455,17 @@ def _classifier(model, labels, multi_label, do_lower_case, max_seq_length, funct
       raise BertTfError(f"{function}: {model.source} is not a classifier fine-tuned by "
                         "run_classifier.py (no classifier.json beside its checkpoint)")
     info = model.classifier_info
-    return (task[0], labels or task[1], multi_label or task[2],
-            model.do_lower_case if do_lower_case is None else do_lower_case,
-            max_seq_length or info.get("max_seq_length") or 128)
+    if do_lower_case is None:  # the fine-tuning's (classifier.json), else the loaded model's
+      do_lower_case = info.get("do_lower_case", model.do_lower_case)
+    if max_seq_length is None:
+      max_seq_length = info.get("max_seq_length") or 128
+    return task[0], labels or task[1], multi_label or task[2], bool(do_lower_case), max_seq_length
   if not isinstance(model, BertClassifier):
     raise BertTfError(f"{function}: model must be a fine-tuned bert_tf.modeling.BertClassifier "
                       "or what bert_tf.load returns for a folder run_classifier.py fine-tuned, "
                       f"not {type(model).__name__}")
   return (model, labels, multi_label, True if do_lower_case is None else do_lower_case,
-          max_seq_length or 128)
+          128 if max_seq_length is None else max_seq_length)
 
 
 def export_encoder(encoder, export_dir, *, vocab_file, do_lower_case=None, overwrite=False):
