@@ -81,15 +81,6 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None, vocab
   return _casing_of_vocab(vocab), "vocab"
 
 
-def _model_folder(init_checkpoint):
-  """The folder of ``--init_checkpoint`` (a folder, or a file/prefix in one), or None."""
-  if not init_checkpoint:
-    return None
-  if tf.io.gfile.isdir(init_checkpoint):
-    return init_checkpoint
-  return os.path.dirname(init_checkpoint) or "."
-
-
 def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None, name="--do_lower_case"):
   """``--do_lower_case`` against what the model says of its casing, beyond the original's
   check of Google's checkpoint names: a Hugging Face ``tokenizer_config.json`` beside
@@ -100,7 +91,7 @@ def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None, name="--d
     BertTfError: ``tokenizer_config.json`` says the other ``do_lower_case``.
   """
   lower = bool(do_lower_case)
-  folder = _model_folder(init_checkpoint)
+  folder = fileio.checkpoint_folder(init_checkpoint)
   tokenizer_config = folder and os.path.join(folder, "tokenizer_config.json")
   if tokenizer_config and tf.io.gfile.exists(tokenizer_config):
     value = _tokenizer_config_casing(tokenizer_config)

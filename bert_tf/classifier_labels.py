@@ -190,8 +190,7 @@ def check_init_checkpoint(init_checkpoint, now, file_name):
   task may reuse another's; its labels, casing and kind of output are."""
   if not init_checkpoint:
     return
-  folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
-            else os.path.dirname(init_checkpoint) or ".")
+  folder = fileio.checkpoint_folder(init_checkpoint)
   kept = (read if file_name == FILE_NAME else read_tokens)(folder)
   now = {key: value for key, value in now.items() if key != "task_name"}
   check_unchanged(folder, kept, now, file_name, flag="--init_checkpoint")

@@ -42,6 +42,14 @@ def is_folder(path):
   return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
+def checkpoint_folder(checkpoint):
+  """The folder of a model given as a folder or as a checkpoint file/prefix in one
+  (``--init_checkpoint``), or None for none."""
+  if not checkpoint:
+    return None
+  return checkpoint if is_folder(checkpoint) else (os.path.dirname(checkpoint) or ".")
+
+
 def makedirs(path):
   """Creates directory ``path`` and its parents if missing."""
   if is_remote(path):

@@ -144,9 +144,7 @@ def resolve_labels(labels, data_dir, output_dir, train_sentences, init_checkpoin
   if saved:
     return saved["labels"]
   if train_sentences is None and init_checkpoint:
-    folder = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
-              else os.path.dirname(init_checkpoint) or ".")
-    beside = classifier_labels.read_tokens(folder)
+    beside = classifier_labels.read_tokens(fileio.checkpoint_folder(init_checkpoint))
     if beside:
       return beside["labels"]
   if train_sentences is None:
@@ -258,8 +256,7 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
   eval_sentences = (read("dev", "--do_eval" if do_eval else "--eval_during_training")
                     if do_eval or eval_during_training else None)
   predict_sentences = read("test", "--do_predict", labelled=False) if do_predict else None
-  label_list = resolve_labels(labels, data_dir, output_dir, train_sentences,
-                              None if do_train else init_checkpoint)
+  label_list = resolve_labels(labels, data_dir, output_dir, train_sentences, init_checkpoint)
   fine_tuned_with = {"labels": [str(x) for x in label_list],
                      "do_lower_case": bool(do_lower_case)}
   if loop.latest_checkpoint(output_dir):
