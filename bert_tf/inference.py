@@ -380,13 +380,16 @@ class InferenceModel(inference_heads.HeadsMixin):
     """One raw text -> word pieces (``tokenizer``'s, default ``self.tokenizer``), warning
     (once per model) when it holds [CLS] or [SEP]."""
     pieces = (tokenizer or self.tokenizer).tokenize(text)
-    kept = pieces if tokenizer in (None, self.tokenizer) else (
-        self.tokenizer.tokenize(text) if "[" in tokenization.convert_to_unicode(text) else ())
-    if not self._warned_packing_tokens and any(t in _PACKING_TOKENS for t in kept):
+    if self._warned_packing_tokens:
+      return pieces
+    # Written in the text (kept whole by ``tokenizer``'s never_split; cut into word pieces by
+    # ``fine_tuning_tokenizer``, which is told of them all the same).
+    unicode_text = tokenization.convert_to_unicode(text)
+    found = [t for t in _PACKING_TOKENS if t in self.tokenizer.never_split and t in unicode_text]
+    if found:
       self._warned_packing_tokens = True
-      found = [t for t in _PACKING_TOKENS if t in kept]
       warnings.warn(
-          f"text {tokenization.convert_to_unicode(text)[:60]!r} already holds "
+          f"text {unicode_text[:60]!r} already holds "
           f"{' and '.join(found)}: bert_tf adds [CLS] ... [SEP] itself, so the model sees them "
           "twice; pass the plain text (and a pair as (text_a, text_b)), or "
           "add_special_tokens=False to use the text's own", UserWarning,
