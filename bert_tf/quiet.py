@@ -224,10 +224,6 @@ def setup(argv=None):
     # What import bert_tf set up (setup_library): the script's flags rule.
     for hook in library_hooks:
       sys.meta_path.remove(hook)
-    from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
-    handler = absl_logging.get_absl_handler()
-    for f in [f for f in handler.filters if isinstance(f, _DropLibraryInfo)]:
-      handler.removeFilter(f)
     return False
   for hook in library_hooks:
     hook.library = False
