@@ -90,6 +90,25 @@ def test_prefixed_weights_and_heads(minilm_path, minilm, tmp_path):
                                 minilm[1].word_embeddings.numpy())
 
 
+def test_old_layer_norm_names_load_as_transformers_reads_them(minilm_path, reference, tmp_path):
+  """Older conversions (bert-base-uncased's own files among them) name LayerNorm's scale and
+  offset ``gamma`` / ``beta``; transformers reads them as ``weight`` / ``bias``, and so must
+  bert_tf: the same numbers as transformers', nothing missing or left over."""
+  from safetensors.numpy import load_file, save_file
+  tensors = load_file(str(minilm_path / "model.safetensors"))
+  renamed = {"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma")
+                        .replace("LayerNorm.bias", "LayerNorm.beta"): v
+             for k, v in tensors.items()}
+  assert sum(k.endswith("LayerNorm.gamma") for k in renamed) == 13  # embeddings + 6 x 2
+  assert sum(k.endswith("LayerNorm.beta") for k in renamed) == 13
+  save_file(renamed, str(tmp_path / "model.safetensors"))
+  shutil.copy(minilm_path / "config.json", tmp_path / "config.json")
+  model = BertModel(checkpoints.load_config(str(tmp_path)))
+  report = checkpoints.load_weights(model, str(tmp_path))
+  assert not report.missing and not report.unexpected
+  _assert_matches(_run(model, reference), reference)
+
+
 def test_google_gelu_means_tanh_approximation():
   from bert_tf.modeling.activations import gelu, gelu_exact
   x = np.linspace(-4, 4, 33).astype(np.float32)
