@@ -106,6 +106,9 @@ def resolve_checkpoint_prefix(path):
     raise BertTfError("no checkpoint given")
   if path.endswith(".index"):
     path = path[:-len(".index")]
+  # TF1's graph file beside the checkpoint (bert_model.ckpt.meta): its prefix.
+  if path.endswith(".meta") and not tf.io.gfile.exists(path + ".index"):
+    path = path[:-len(".meta")]
   # A data file named for the checkpoint (bert_model.ckpt.data-00000-of-00001): its prefix.
   data_file = re.fullmatch(r"(.+)\.data-\d{5}-of-\d{5}", path)
   if data_file and not tf.io.gfile.isdir(path):
@@ -143,7 +146,15 @@ def resolve_checkpoint_prefix(path):
           "file naming the latest: give the one to use (its path without .index)")
     raise BertTfError(f"no checkpoint found in directory {path!r}")
   if not tf.io.gfile.exists(path + ".index"):
-    raise BertTfError(f"checkpoint not found: {path!r} (no {os.path.basename(path)}.index)")
+    hint = ""
+    original_name = re.fullmatch(r"(.*)model\.ckpt-(\d+)", path)
+    if original_name and tf.io.gfile.exists(
+        f"{original_name.group(1)}ckpt-{original_name.group(2)}.index"):
+      # The original's Estimator wrote model.ckpt-N; bert_tf's training runs write ckpt-N.
+      hint = f": bert_tf names its training checkpoints ckpt-N, use {original_name.group(1)}" \
+             f"ckpt-{original_name.group(2)}"
+    raise BertTfError(f"checkpoint not found: {path!r} (no {os.path.basename(path)}.index)"
+                      f"{hint}")
   return path
 
 

@@ -86,6 +86,24 @@ def test_missing_checkpoint(tmp_path):
     checkpoints.load_weights(model, str(tmp_path / "bert_model.ckpt"))
 
 
+def test_the_original_checkpoint_names_and_files(tmp_path):
+  """What a user of the original types: its Estimator's model.ckpt-N where bert_tf wrote
+  ckpt-N (the error names the file to use), and the TF1 graph file bert_model.ckpt.meta for
+  the checkpoint (its prefix, as .index and .data-* are)."""
+  (tmp_path / "ckpt-20.index").write_bytes(b"")
+  with pytest.raises(BertTfError) as raised:
+    checkpoints.resolve_checkpoint_prefix(str(tmp_path / "model.ckpt-20"))
+  assert str(raised.value).endswith(f"use {tmp_path / 'ckpt-20'}")
+  with pytest.raises(BertTfError) as raised:
+    checkpoints.resolve_checkpoint_prefix(str(tmp_path / "model.ckpt-21"))
+  assert "use " not in str(raised.value)
+  for suffix in (".meta", ".index", ".data-00000-of-00001"):
+    (tmp_path / f"bert_model.ckpt{suffix}").write_bytes(b"")
+  for suffix in (".meta", ".index", ".data-00000-of-00001"):
+    assert checkpoints.resolve_checkpoint_prefix(
+        str(tmp_path / f"bert_model.ckpt{suffix}")) == str(tmp_path / "bert_model.ckpt")
+
+
 def test_a_folder_without_its_checkpoint_file_gives_its_latest_checkpoint(tmp_path):
   """A copied folder without TensorFlow's 'checkpoint' file: the highest step (ckpt-10000
   sorts before ckpt-14000 and was loaded silently), the one checkpoint there, or, for several
