@@ -490,7 +490,7 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
   if not do_train and use_best_checkpoint:
     eval_during.require_best(best_dir)
   elif not do_train:
-    preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
+    preflight.require_weights(phase, loop.has_checkpoint(output_dir),
                               init_checkpoint, output_dir)
 
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).

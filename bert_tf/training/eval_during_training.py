@@ -385,12 +385,14 @@ def require_best(best_dir):
                       "training with --eval_during_training)")
 
 
-def _restore_whole(model, checkpoint, what):
+def _restore_whole(model, checkpoint, what, original=False):
   """``checkpoint``'s weights into ``model``, every one of them: a folder another script
   fine-tuned (a sentence classifier's under run_squad or run_ner, a pretraining run's under
   run_classifier) lacks this task's head, which would stay random (it was evaluated and its
-  results written over the folder's, with exit 0)."""
-  report = checkpoints.load_bert_tf_checkpoint(model, checkpoint)
+  results written over the folder's, with exit 0). ``original``: a ``model.ckpt-N`` of
+  Google's original code (its names), not a bert_tf training checkpoint."""
+  report = (checkpoints.load_google_checkpoint(model, checkpoint) if original else
+            checkpoints.load_bert_tf_checkpoint(model, checkpoint))
   if report.missing:
     shown = ", ".join(report.missing[:3]) + (", ..." if len(report.missing) > 3 else "")
     raise BertTfError(f"{what}: {checkpoint} lacks {shown} (they would be "
@@ -424,6 +426,13 @@ def restore_without_training(model, output_dir, init_checkpoint, phase, use_best
     _restore_whole(model, latest, f"{phase} without --do_train")
     progress(f"restored {latest}")
     return int(latest.rsplit("-", 1)[1])
+  originals = loop.original_checkpoints(output_dir)
+  if originals:  # A run of Google's original code: its Estimator evaluated these, as here.
+    _restore_whole(model, originals[0], f"{phase} without --do_train", original=True)
+    progress(f"restored {originals[0]}, written by Google's original code"
+             + (f" (not --init_checkpoint {init_checkpoint}, as the original)"
+                if init_checkpoint else ""))
+    return int(originals[0].rsplit("-", 1)[1])
   report = checkpoints.load_weights(model, init_checkpoint)
   progress(str(report))
   preflight.check_loaded(phase, report)

@@ -53,7 +53,8 @@ from bert_tf.training import preflight
 from bert_tf.training import xla_cache
 # Resuming lives in training.resume; these names are part of loop's interface.
 from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-import
-    clean_save_leftovers, latest_checkpoint, restore_newest_readable)
+    clean_save_leftovers, continue_original_run, has_checkpoint, latest_checkpoint,
+    original_checkpoints, restore_newest_readable)
 
 
 # Every run builds its Trainer's loop functions and its evaluation step anew and traces each
@@ -531,20 +532,34 @@ class Trainer:
         lambda prefix: training_checkpoint(self.model, self.optimizer, self._skipped_updates,
                                            prefix) or checkpoint,
         self.model, c.model_dir, progress, rewrite_state=is_writer)
+    # A run of Google's original code in this folder goes on as the original would resume it;
+    # its first checkpoint of bert_tf's own is still to be saved (saved_step).
+    continued = None if resumed else continue_original_run(
+        self.model, getattr(self.optimizer, "inner_optimizer", self.optimizer), c.model_dir,
+        progress)
+    if continued and is_writer:
+      # Its `checkpoint` state file names its model.ckpt-N: a manager reading it deletes them
+      # in turn with its own (keep_checkpoint_max) where it also records their times. Without
+      # it, a kill before the first save of bert_tf's own continues from model.ckpt-N again
+      # (found by its index).
+      state_file = os.path.join(c.model_dir, "checkpoint")
+      if tf.io.gfile.exists(state_file):
+        tf.io.gfile.remove(state_file)
     manager = tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)
-    if resumed:
+    if resumed or continued:
       at = int(self.optimizer.iterations.numpy())
-      progress(f"resumed from {resumed} at step {at}")
+      if resumed:
+        progress(f"resumed from {resumed} at step {at}")
       if at > c.num_train_steps:  # (a shorter --num_train_steps/--num_train_epochs)
         progress(f"training already went to step {at}, past the {c.num_train_steps} this run "
                  f"plans: nothing to train; what follows uses the weights of step {at}")
-    elif init_fn is not None:
+    elif init_fn is not None and not continued:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
     saved_step = step if resumed else None
-    stop = bool(hook and hook.begin(step, resumed=bool(resumed)))
+    stop = bool(hook and hook.begin(step, resumed=bool(resumed or continued)))
 
     # The batches read so far: one per update, and one per float16 update skipped for overflow.
     position = step + int(self._skipped_updates.numpy())

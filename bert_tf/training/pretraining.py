@@ -237,7 +237,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   if not do_train and use_best_checkpoint:
     eval_during.require_best(best_dir)
   elif not do_train:
-    preflight.require_weights("--do_eval", loop.latest_checkpoint(output_dir) is not None,
+    preflight.require_weights("--do_eval", loop.has_checkpoint(output_dir),
                               init_checkpoint, output_dir)
   eval_files = (pipeline.expand_file_patterns(
       eval_input_file or input_file,

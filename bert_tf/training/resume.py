@@ -6,6 +6,7 @@ Used by ``bert_tf.training.loop`` (which re-exports these names).
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
@@ -146,6 +147,100 @@ def restore_newest_readable(checkpoint, model, model_dir, progress, rewrite_stat
     raise BertTfError(f"--output_dir {model_dir!r}: no readable checkpoint, all are damaged: "
                       f"{'; '.join(damaged)}; move them away to start over")
   return None
+
+
+# === The original code's run: google-research/bert's Estimator writes ``model.ckpt-N`` ===
+
+
+def has_checkpoint(model_dir):
+  """Whether ``model_dir`` holds a training checkpoint: bert_tf's ``ckpt-N`` or the
+  original code's ``model.ckpt-N``."""
+  return latest_checkpoint(model_dir) is not None or bool(original_checkpoints(model_dir))
+
+
+_ORIGINAL_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
+
+
+def original_checkpoints(model_dir):
+  """The ``model.ckpt-N`` prefixes google-research/bert's Estimator left in ``model_dir``
+  (those with an ``.index``), newest first; [] for none or no folder."""
+  if not tf.io.gfile.isdir(model_dir):
+    return []
+  prefixes = [os.path.join(model_dir, name[:-len(".index")])
+              for name in tf.io.gfile.listdir(model_dir) if _ORIGINAL_INDEX.match(name)]
+  return sorted(prefixes, key=_checkpoint_number, reverse=True)
+
+
+def continue_original_run(model, optimizer, model_dir, progress):
+  """Continues in ``model_dir`` the run of Google's original code that wrote its newest
+  ``model.ckpt-N`` there (a run stopped, then the same command given to bert_tf), as the
+  original resumes: its weights, Adam's moments (``<variable>/adam_m``, ``/adam_v``: the
+  ``m`` and ``v`` slots of bert_tf's optimizers) and ``global_step``, which the learning-rate
+  schedule follows. Called when ``model_dir`` has no ``ckpt-N`` of bert_tf's own: bert_tf's
+  checkpoints come after the original's, and its later resumes take them.
+
+  ``optimizer``: built, the bert_tf optimizer (the one a float16 loss scale wraps). Returns
+  the prefix continued, or None when there is none. Raises a one-line ``BertTfError`` when
+  the newest cannot be continued (unreadable, another model, no Adam moments): starting over
+  in that folder would hide the original's run behind new checkpoints.
+  """
+  found = original_checkpoints(model_dir)
+  if not found:
+    return None
+  prefix = found[0]
+  name = os.path.basename(prefix)
+  advice = (f"give it as --init_checkpoint={prefix} to a run with a new --output_dir "
+            "(its weights only), or move it away")
+  if not hasattr(optimizer, "slot"):
+    raise BertTfError(f"--output_dir {model_dir!r} holds {name}, written by Google's original "
+                      f"code: only bert_tf's own optimizers take its Adam moments; {advice}")
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    saved = reader.get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise BertTfError(f"--output_dir {model_dir!r}: the original code's checkpoint {name} is "
+                      f"unreadable ({_first_line(e)}); {advice}") from None
+  where = f"--output_dir {model_dir!r} holds {name}, written by Google's original code"
+  if "global_step" not in saved:
+    raise BertTfError(f"{where}, without a global_step to continue from; {advice}")
+  variables = checkpoints.google_variable_map(model)
+  for var_name, variable in sorted(variables.items()):
+    if var_name not in saved:
+      raise BertTfError(f"{where}, for another model: it has no {var_name} (another "
+                        f"--bert_config_file or task?); {advice}")
+    if list(saved[var_name]) != list(variable.shape):
+      raise BertTfError(f"{where}, for another model: {var_name} has shape "
+                        f"{list(saved[var_name])} there, {list(variable.shape)} here "
+                        f"(another --bert_config_file?); {advice}")
+  trainable = {id(v) for v in model.trainable_variables}
+  for var_name, variable in sorted(variables.items()):
+    if id(variable) in trainable:
+      for slot in ("adam_m", "adam_v"):
+        if f"{var_name}/{slot}" not in saved:
+          raise BertTfError(f"{where}, without Adam's moments ({var_name}/{slot}) to go on "
+                            f"with; {advice}")
+  extra = sorted(n for n in saved if n.startswith("bert/") and n not in variables
+                 and not re.search(r"/(adam_[mv]|Adam(_1)?)$", n))
+  if extra:
+    raise BertTfError(f"{where}, for another model: it has {extra[0]}, this model has not "
+                      f"(another --bert_config_file?); {advice}")
+  try:
+    for var_name, variable in variables.items():
+      variable.assign(np.asarray(reader.get_tensor(var_name)).astype(variable.dtype))
+      if id(variable) in trainable:
+        for slot, key in (("m", "adam_m"), ("v", "adam_v")):
+          target = optimizer.slot(variable, slot)
+          target.assign(np.asarray(reader.get_tensor(f"{var_name}/{key}")).astype(
+              target.dtype))
+    step = int(reader.get_tensor("global_step"))
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise BertTfError(f"--output_dir {model_dir!r}: the original code's checkpoint {name} is "
+                      f"unreadable ({_first_line(e)}); {advice}") from None
+  optimizer.iterations.assign(step)
+  progress(f"continuing the run of Google's original code in {model_dir} from {name}: its "
+           f"weights, Adam's moments and global_step {step} (its files stay; bert_tf's "
+           "checkpoints are ckpt-N beside them)")
+  return prefix
 
 
 def _write_checkpoint_state(model_dir, prefix, candidates):

@@ -405,7 +405,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
   if not do_train and use_best_checkpoint:
     eval_during.require_best(best_dir)
   elif not do_train:
-    preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
+    preflight.require_weights(phase, loop.has_checkpoint(output_dir),
                               init_checkpoint, output_dir)
   # The config and vocab beside the checkpoints: the folder loads alone (bert_tf.load).
   # (A run without training writes them at its end: a refused one writes nothing.)

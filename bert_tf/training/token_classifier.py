@@ -284,7 +284,7 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
   if not do_train and use_best_checkpoint:
     eval_during.require_best(best_dir)
   elif not do_train:
-    preflight.require_weights(phase, loop.latest_checkpoint(output_dir) is not None,
+    preflight.require_weights(phase, loop.has_checkpoint(output_dir),
                               init_checkpoint, output_dir)
 
   chief = distribution.is_chief(strategy)

@@ -30,6 +30,8 @@ path, whose clip measures the word-embedding gradient row by row, 6e-6 / 2.8e-5;
 of 1.1 instead of 1.0, 9e-5 / 1.7e-4).
 """
 
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -310,3 +312,140 @@ def test_a_different_update_is_seen(reference, tmp_path):
   print("clip 1.1 - original:", _differences(want_history, other_clip))
   assert _exceeds_tolerance(want_history, other_clip)
   assert max(d["weights"] for d in _differences(want_history, other_clip)) > 10 * WEIGHT_ATOL
+
+
+# === A run of the original code continued in its own --output_dir ===
+
+def _write_original_run(model_dir, history, steps):
+  """``model_dir`` as google-research/bert's Estimator leaves it after ``steps``: for each, a
+  ``model.ckpt-N`` (every variable, Adam slots and global_step, from the original's own
+  history) and the ``checkpoint`` state file naming them, written by TF1's Saver."""
+  graph = tf.Graph()
+  with graph.as_default():
+    variables = {name: tf1.Variable(value, name=name)
+                 for name, value in history[steps[0] - 1][0].items()}
+    feeds = {name: tf1.placeholder(v.dtype.base_dtype, v.shape) for name, v in variables.items()}
+    assign = tf.group([v.assign(feeds[name]) for name, v in variables.items()])
+    saver = tf1.train.Saver(variables)
+    with tf1.Session(graph=graph) as session:
+      for step in steps:
+        session.run(assign, {feeds[name]: value for name, value in history[step - 1][0].items()})
+        assert session.run(variables["global_step"]) == step
+        saver.save(session, str(model_dir / "model.ckpt"), global_step=step)
+
+
+class _Continued(_Snapshots):
+  def begin(self, step, resumed):
+    self.begun = (step, resumed)
+    return False
+
+  def saved(self, step):
+    self.history.append((step, super_saved(self)))
+    return False
+
+
+def super_saved(snapshots):
+  values = {}
+  for name, variable in checkpoints.google_variable_map(snapshots.model).items():
+    values[name] = variable.numpy()
+    values[name + "/adam_m"] = snapshots.optimizer.slot(variable, "m").numpy()
+    values[name + "/adam_v"] = snapshots.optimizer.slot(variable, "v").numpy()
+  return values
+
+
+def _continue_in(reference, model_dir, keep_checkpoint_max=5):
+  task = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS,
+                                   classifier_dropout=0.0)
+  strategy = tf.distribute.get_strategy()
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
+  trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
+      model_dir=str(model_dir), num_train_steps=NUM_UPDATES, steps_per_loop=1,
+      save_checkpoints_steps=1, keep_checkpoint_max=keep_checkpoint_max,
+      global_batch_size=BATCH, seq_length=SEQ))
+  batches = reference["batches"]
+  stacked = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+  dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(stacked).batch(  # noqa: E731
+      BATCH, drop_remainder=True)
+  snapshots, lines = _Continued(model, optimizer), []
+
+  def init_fn(_):
+    raise AssertionError("--init_checkpoint loaded over the original's run")
+
+  result = trainer.train(dataset_fn, init_fn=init_fn, progress=lines.append,
+                         checkpoint_hook=snapshots)
+  return snapshots, lines, result
+
+
+def test_continues_a_run_of_the_original_in_its_folder(reference, tmp_path):
+  """The original's run stopped after update 2 (its model.ckpt-1 and -2 in --output_dir, as
+  its Estimator leaves them); bert_tf given the same folder takes update 3 from model.ckpt-2's
+  weights, Adam slots and global_step (the learning rate of step 2, not of a new run's step 0)
+  and reaches the original's own update 3. The original's files stay, whatever
+  keep_checkpoint_max (TF's checkpoint manager deletes what the state file names)."""
+  history = reference["history"]
+  _write_original_run(tmp_path, history, steps=[1, 2])
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  assert state.all_model_checkpoint_paths[-1].endswith("model.ckpt-2")
+  # With their times recorded (TF1's Saver records none), TF's checkpoint manager would
+  # delete them beyond keep_checkpoint_max.
+  from tensorflow.python.checkpoint import checkpoint_management  # pylint: disable=no-name-in-module
+  now = time.time()
+  checkpoint_management.update_checkpoint_state_internal(
+      str(tmp_path), state.model_checkpoint_path,
+      all_model_checkpoint_paths=list(state.all_model_checkpoint_paths),
+      all_model_checkpoint_timestamps=[now - 2, now - 1], last_preserved_timestamp=now - 10)
+  snapshots, lines, result = _continue_in(reference, tmp_path, keep_checkpoint_max=1)
+  assert snapshots.begun == (2, True)
+  assert result["global_step"] == 3 and [s for s, _ in snapshots.history] == [3]
+  assert any("continuing the run of Google's original code" in line and "model.ckpt-2" in line
+             and "global_step 2" in line for line in lines), lines
+  got, want = snapshots.history[0][1], history[2][0]
+  for name in sorted(got):
+    np.testing.assert_allclose(got[name], want[name], rtol=0, atol=_atol(name),
+                               err_msg=f"update 3: {name}")
+  # The update really moved what it compares (update 3 against the original's update 2).
+  assert max(np.abs(history[2][0][n] - history[1][0][n]).max()
+             for n in reference["model_names"]) > 1e-3
+  for step in (1, 2):
+    for suffix in (".index", ".meta", ".data-00000-of-00001"):
+      assert (tmp_path / f"model.ckpt-{step}{suffix}").exists(), (step, suffix)
+  assert loop.latest_checkpoint(str(tmp_path)).endswith("ckpt-3")
+
+  # Again: bert_tf's own checkpoint is resumed now, not the original's.
+  _, lines, result = _continue_in(reference, tmp_path)
+  assert result["global_step"] == 3
+  assert not any("original" in line for line in lines), lines
+
+
+def test_an_original_checkpoint_that_cannot_go_on_is_refused(reference, tmp_path):
+  """Without Adam's moments (or of another model) the original's checkpoint is not silently
+  passed over for --init_checkpoint and a run from step 0: one line, naming it."""
+  values = {n: v for n, v in reference["history"][1][0].items() if "/adam_v" not in n}
+  _write_original_run(tmp_path, [(values,)] * 2, steps=[2])
+  with pytest.raises(Exception) as raised:
+    _continue_in(reference, tmp_path)
+  assert type(raised.value).__name__ == "BertTfError"
+  message = str(raised.value)
+  assert "model.ckpt-2" in message and "adam_v" in message and "--init_checkpoint=" in message
+  assert "\n" not in message
+  assert not list(tmp_path.glob("ckpt-*"))
+
+
+def test_eval_without_training_takes_the_original_run_checkpoint(reference, tmp_path):
+  """An eval of the original's --output_dir (no --do_train) evaluates its newest
+  model.ckpt-N, as its Estimator did, not --init_checkpoint."""
+  from bert_tf.training import eval_during_training
+  _write_original_run(tmp_path, reference["history"], steps=[1, 2])
+  task = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS,
+                                   classifier_dropout=0.0)
+  model = task.build_model()
+  lines = []
+  step = eval_during_training.restore_without_training(
+      model, str(tmp_path), reference["checkpoint"], "--do_eval", False, lines.append)
+  assert step == 2 and "model.ckpt-2" in lines[-1], lines
+  want = reference["history"][1][0]
+  for name, variable in checkpoints.google_variable_map(model).items():
+    np.testing.assert_array_equal(variable.numpy(), want[name], err_msg=name)
+  assert loop.has_checkpoint(str(tmp_path))
