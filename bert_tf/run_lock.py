@@ -445,11 +445,32 @@ def _differences(recorded, settings):
   def show(value):
     return "(none)" if value is missing else _show(value)
 
+  def differs(name):
+    old, new = recorded.get(name, missing), settings.get(name, missing)
+    if name == "init_checkpoint" and _same_checkpoint(old, new):
+      return False
+    return name != TRAINING_DATA and old != new
+
   return "; ".join(
       f"{flag(name)} {show(recorded.get(name, missing))} (now "
       f"{show(settings.get(name, missing))})"
-      for name in sorted(set(recorded) | set(settings))
-      if name != TRAINING_DATA and recorded.get(name, missing) != settings.get(name, missing))
+      for name in sorted(set(recorded) | set(settings)) if differs(name))
+
+
+def _same_checkpoint(old, new):
+  """Whether two ``--init_checkpoint`` values name one checkpoint: the same text, or the
+  same prefix once a folder, ``.index`` or ``.data-*`` is resolved (``bert_model.ckpt``'s
+  folder given where its prefix was)."""
+  if old == new:
+    return True
+  if not isinstance(old, str) or not isinstance(new, str):
+    return False
+  from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
+  try:
+    return (os.path.abspath(checkpoints.resolve_checkpoint_prefix(old)) ==
+            os.path.abspath(checkpoints.resolve_checkpoint_prefix(new)))
+  except BertTfError:  # (not a TF checkpoint: a Hugging Face folder, one gone since)
+    return False
 
 
 def check_settings(output_dir, settings, *, resume_with_changed_flags=False, progress=None,

@@ -243,6 +243,28 @@ def test_changed_training_flags_are_refused_naming_old_and_new(tmp_path):
   run_lock.check_settings(out, _settings(seed=2))  # the record follows the resumed run
 
 
+def test_init_checkpoint_given_as_its_folder_is_the_same_checkpoint(tmp_path):
+  """The checkpoint a run started from, given on the resume as its folder, its .index or a
+  relative path, is the same --init_checkpoint (helper-50: refused as changed); another one in
+  the same folder is not."""
+  pretrained = tmp_path / "pretrained"
+  pretrained.mkdir()
+  for name in ("bert_model.ckpt.index", "other.ckpt.index"):
+    (pretrained / name).write_text("x")
+  (pretrained / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt"\n')
+  out = tmp_path / "out"
+  out.mkdir()
+  prefix = str(pretrained / "bert_model.ckpt")
+  run_lock.check_settings(str(out), _settings(init_checkpoint=prefix))
+  (out / "ckpt-3.index").write_text("x")
+  for same in (str(pretrained), prefix + ".index",
+               os.path.relpath(prefix, os.getcwd())):
+    assert run_lock.check_settings(str(out), _settings(init_checkpoint=same)) is None, same
+  with pytest.raises(BertTfError, match=r"--init_checkpoint .*bert_model.ckpt \(now "
+                                        r".*other.ckpt\)"):
+    run_lock.check_settings(str(out), _settings(init_checkpoint=str(pretrained / "other.ckpt")))
+
+
 def test_a_folder_without_a_record_gets_one(tmp_path):
   (tmp_path / "ckpt-3.index").write_text("x")
   lines = []
