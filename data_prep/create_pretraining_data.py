@@ -92,6 +92,7 @@ def main(argv):
     from bert_tf.data import pretraining_beam  # pylint: disable=import-outside-toplevel
     beam_options = pretraining_beam.pipeline_options(FLAGS.runner, beam_args,
                                                      FLAGS.num_workers)
+  from bert_tf import casing  # pylint: disable=import-outside-toplevel
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
   from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
   from bert_tf.data import pretraining  # pylint: disable=import-outside-toplevel
@@ -132,6 +133,11 @@ def main(argv):
   options.validate()
   tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
                                          preserve_unused_tokens=FLAGS.preserve_unused_tokens)
+  # The costliest place to get the casing wrong (every record, then the whole pretraining):
+  # a vocab of the other casing is a warning, as in the training scripts.
+  casing_warning = casing.check_flag(FLAGS.do_lower_case, tokenizer.vocab, FLAGS.vocab_file)
+  if casing_warning:
+    logging.warning("%s", casing_warning)
   try:
     with output_checks.os_errors_as_bert_tf_errors():
       if beam_options is not None:

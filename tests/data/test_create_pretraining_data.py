@@ -465,9 +465,26 @@ def test_script_writes_the_originals_records_and_a_summary(uncased_vocab, tmp_pa
   assert re.search(r"wrote \d+ instances to 2 files: \d+ tokens, \d+ masked \(1\d\.\d\d%\)",
                    result.stderr)
   assert re.search(r"time [\d.]+ s \(\d+ instances/s\), peak memory \d+ MB", result.stderr)
+  assert "--do_lower_case" not in result.stderr  # the uncased vocab, lower-cased
   expected = _google_records(tmp_path, [SOTU], str(uncased_vocab), True, 64, 10, 1, 0.15, 0.1,
                              4, 2)
   _assert_same_records(expected, outputs)
+
+
+def test_script_warns_of_a_vocab_of_the_other_casing(uncased_vocab, tmp_path):
+  """--do_lower_case=False with bert-base-uncased's vocab (no capital letters): every
+  capitalised word of the corpus becomes other pieces or [UNK] in every record; the training
+  scripts warn of it, and so does the data generation (helper-50: it said nothing)."""
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("The President spoke in Washington.\nCongress listened to him.\n\n"
+                    "A second document begins here.\nIt ends there.\n")
+  result = _script(f"--input_file={corpus}", f"--output_file={tmp_path / 'a.tfrecord'}",
+                   f"--vocab_file={uncased_vocab}", "--do_lower_case=False",
+                   "--dupe_factor=1", "--max_seq_length=32", "--max_predictions_per_seq=5")
+  assert result.returncode == 0, result.stderr[-3000:]
+  warnings = [line for line in result.stderr.splitlines() if "--do_lower_case=False" in line]
+  assert len(warnings) == 1 and "no capital letters" in warnings[0], result.stderr[-3000:]
+  assert str(uncased_vocab) in warnings[0]
 
 
 def test_script_preserve_unused_tokens_writes_the_originals_records(uncased_vocab, tmp_path):
