@@ -226,6 +226,13 @@ def check_config_fits(config, path):
 def shape_mismatch(source, name, found, expected):
   """The one-line error of variable ``name`` of shape ``found`` in the checkpoint ``source``
   but ``expected`` in the model."""
+  if (name in ("output_weights", "output_bias") and len(found) == len(expected)
+      and list(found)[1:] == list(expected)[1:]):
+    # A fine-tuned classifier's or tagger's head: another number of labels, not another config.
+    return BertTfError(
+        f"{source}: its classification head ({name}) has {found[0]} outputs, this model "
+        f"{expected[0]} labels: it was fine-tuned for other labels; start from the pretrained "
+        "checkpoint it came from, or give the labels it was fine-tuned with")
   return BertTfError(f"{source}: variable {name} has shape {list(found)} in the checkpoint but "
                      f"{list(expected)} in the model (does the config belong to this "
                      "checkpoint?)")

@@ -86,6 +86,22 @@ def test_missing_checkpoint(tmp_path):
     checkpoints.load_weights(model, str(tmp_path / "bert_model.ckpt"))
 
 
+def test_a_head_fine_tuned_for_other_labels_says_so(tmp_path):
+  """MNLI (3 labels) started from a checkpoint fine-tuned on MRPC (2): the config is right,
+  the head is another task's (helper-50: the error asked whether the config belonged)."""
+  from bert_tf.modeling import BertClassifier
+  config = BertConfig.from_dict(TINY)
+  mrpc = BertClassifier(config, num_labels=2)
+  prefix = checkpoints.save_google_checkpoint(mrpc, str(tmp_path / "bert_model.ckpt"))
+  with pytest.raises(BertTfError) as raised:
+    checkpoints.load_weights(BertClassifier(config, num_labels=3), prefix)
+  assert str(raised.value) == (
+      f"{prefix}: its classification head (output_weights) has 2 outputs, this model 3 labels: "
+      "it was fine-tuned for other labels; start from the pretrained checkpoint it came from, "
+      "or give the labels it was fine-tuned with")
+  assert checkpoints.load_weights(BertClassifier(config, num_labels=2), prefix).loaded
+
+
 def test_the_original_checkpoint_names_and_files(tmp_path):
   """What a user of the original types: its Estimator's model.ckpt-N where bert_tf wrote
   ckpt-N (the error names the file to use), and the TF1 graph file bert_model.ckpt.meta for
