@@ -294,7 +294,7 @@ def written_files(glue_task, do_train, do_eval, do_predict, export_google_checkp
   if do_eval or eval_during_training:
     written += ["eval*.tf_record*"]
   if do_eval:
-    written += ["eval_results.txt"]
+    written += ["eval_results.txt", "summaries/eval/*"]
   if eval_during_training:
     written += [eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   if do_predict:
@@ -605,6 +605,8 @@ def run_classifier(bert_config, task_name, vocab_file, output_dir, strategy, *, 
     eval_results["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results)
+      if done is None:  # (during training, its scalars were written then)
+        loop.write_eval_summaries(output_dir, eval_results, global_step)
     results["eval"] = eval_results
 
   if do_predict:

@@ -894,3 +894,19 @@ def write_eval_results(path, results, float32=True):
 
 def summary_writer(model_dir, name="train"):
   return tf.summary.create_file_writer(os.path.join(model_dir, "summaries", name))
+
+
+def write_eval_summaries(model_dir, results, step):
+  """An evaluation's numbers as TensorBoard scalars at ``step`` in ``summaries/eval`` (the
+  original's Estimator wrote its ``eval/`` events; the evaluations during training write
+  there too): a run's ``--do_eval`` beside its training curve."""
+  writer = summary_writer(model_dir, "eval")
+  try:
+    with writer.as_default(step=int(step)):
+      for key, value in sorted(results.items()):
+        if (key != "global_step" and isinstance(value, (int, float, np.number))
+            and not isinstance(value, (bool, np.bool_))):
+          tf.summary.scalar(key, float(value))
+    writer.flush()
+  finally:
+    writer.close()

@@ -110,7 +110,7 @@ def written_files(do_train, do_eval, export_google_checkpoint, eval_during_train
     if export_google_checkpoint:
       written += ["google/bert_model.ckpt*", "google/checkpoint"]
   if do_eval:
-    written += ["eval_results.txt"]
+    written += ["eval_results.txt", "summaries/eval/*"]
   if eval_during_training:
     written += [eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   return written
@@ -356,6 +356,8 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
     metrics["global_step"] = global_step
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
+      if done is None:  # (during training, its scalars were written then)
+        loop.write_eval_summaries(output_dir, metrics, global_step)
     results["eval"] = metrics
   if distribution.is_chief(strategy):  # the run went through: its checkpoints fit this config
     loop.write_model_files(bert_config, output_dir, vocab_file)

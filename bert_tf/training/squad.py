@@ -247,7 +247,7 @@ def written_files(do_train, do_predict, do_eval, export_google_checkpoint,
     written += [PREDICT_RECORD_FILE + "*", PREDICTIONS_FILE, NBEST_FILE, NULL_ODDS_FILE,
                 EVAL_SCORES_FILE, EVAL_RESULTS_FILE]
   if do_eval:
-    written += [EVAL_SCORES_FILE, EVAL_RESULTS_FILE]
+    written += [EVAL_SCORES_FILE, EVAL_RESULTS_FILE, "summaries/eval/*"]
   return written
 
 
@@ -456,6 +456,7 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     with tempfile.TemporaryDirectory(prefix="bert_tf-squad-eval-") as folder:
       return score(predict_answers(folder))
 
+  hook = None  # EvalDuringTraining, when training evaluates
   if do_train:
     read = squad_examples.read_squad_examples(train_file, is_training=True,
                                               version_2_with_negative=version_2_with_negative)
@@ -497,7 +498,6 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     init_fn = None
     if init_checkpoint:
       init_fn = lambda m: progress(str(checkpoints.load_weights(m, init_checkpoint)))  # noqa: E731
-    hook = None
     if eval_during_training:
       from bert_tf.data.classifier_features import (  # pylint: disable=import-outside-toplevel
           tokenizer_fingerprint)
@@ -545,6 +545,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
     loop.write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
                             dict(scores, global_step=global_step), float32=False)
+    if not (hook and hook.evaluated(global_step) is not None):  # (else written then)
+      loop.write_eval_summaries(output_dir, scores, global_step)
     results["eval"] = scores
 
   if export_dir:

@@ -164,7 +164,7 @@ def written_files(do_train, do_eval, do_predict, export_google_checkpoint,
   if do_eval or eval_during_training:
     written += ["eval.tf_record*"]
   if do_eval:
-    written += ["eval_results.txt", "eval_predictions.txt"]
+    written += ["eval_results.txt", "eval_predictions.txt", "summaries/eval/*"]
   if eval_during_training:
     written += [eval_during.HISTORY_FILE, eval_during.BEST_DIR + "/*"]
   if do_predict:
@@ -402,6 +402,8 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results,
                               float32=False)
+      if done is None or "predicted" not in last_eval:  # (else written during training)
+        loop.write_eval_summaries(output_dir, eval_results, global_step)
       write_tagged(os.path.join(output_dir, "eval_predictions.txt"), eval_sentences,
                    last_eval["predicted"])
     results["eval"] = eval_results

@@ -70,6 +70,17 @@ def _google_export(output_dir):
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
+def _scalars(folder):
+  """{tag: [(step, value)]} of the TensorBoard scalars in ``folder``'s event files."""
+  found = {}
+  for path in sorted(folder.glob("events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        found.setdefault(value.tag, []).append(
+            (event.step, np.float32(tf.make_ndarray(value.tensor))))
+  return found
+
+
 def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
   out = tmp_path / "out"
   result = warm.run(
@@ -93,6 +104,11 @@ def test_pretraining_learns_and_evaluates(workdir, tmp_path, uncased_vocab):
                              "next_sentence_accuracy", "next_sentence_loss"]
   assert results["global_step"] == "40" and 0 < float(results["masked_lm_accuracy"]) < 1
   assert os.listdir(out / "summaries" / "train")
+  # --do_eval's numbers in TensorBoard too (the original's Estimator wrote eval/ events).
+  scalars = _scalars(out / "summaries" / "eval")
+  assert sorted(scalars) == sorted(k for k in results if k != "global_step")
+  for key, points in scalars.items():
+    assert points == [(40, np.float32(results[key]))], (key, points)
   # Google's names in the export, with both heads.
   names = set(_google_export(out))
   modeling = google("modeling")
