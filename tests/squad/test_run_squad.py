@@ -29,7 +29,7 @@ from bert_tf.squad import features as squad_features
 from bert_tf.squad import postprocess
 from bert_tf.training import distribution, squad
 from tests import warm
-from tests.reference import google_models
+from tests.reference import fine_tuning_schedule, google_models
 from tests.reference.google_bert import google
 from tests.squad.conftest import (SQUAD_FIXTURES, V1_SAMPLE, V2_HANDMADE, original_flags,
                                   training_copy)
@@ -124,18 +124,25 @@ def test_loss_is_the_originals(run_squad, tmp_path):
 
 # === End to end, SQuAD v1.1 ===
 
+# int(5 steps * 0.9) = 4 warmup steps (the default 0.1 gives int(0.5) = 0: no warmup to see).
+WARMUP_PROPORTION = 0.9
+
+
 @pytest.fixture(scope="module")
 def v1_run(tmp_path_factory, uncased_vocab):
   """Train 5 steps on the real sample, predict it, score it."""
   tmp = tmp_path_factory.mktemp("v1")
   train_file = training_copy(V1_SAMPLE, tmp / "train.json")
   lines = []
-  results = squad.run_squad(
-      _config(), str(uncased_vocab), str(tmp / "out"), tf.distribute.get_strategy(),
-      train_file=str(train_file), predict_file=str(V1_SAMPLE), do_train=True,
-      do_predict=True, do_eval=True, train_batch_size=2, num_train_epochs=2.0,
-      predict_batch_size=4, learning_rate=1e-3, steps_per_loop=2, save_checkpoints_steps=2,
-      seed=1, n_best_size=10, max_answer_length=20, progress=lines.append, **LENGTHS)
+  with fine_tuning_schedule.optimizers_made() as optimizers:
+    results = squad.run_squad(
+        _config(), str(uncased_vocab), str(tmp / "out"), tf.distribute.get_strategy(),
+        train_file=str(train_file), predict_file=str(V1_SAMPLE), do_train=True,
+        do_predict=True, do_eval=True, train_batch_size=2, num_train_epochs=2.0,
+        predict_batch_size=4, learning_rate=1e-3, warmup_proportion=WARMUP_PROPORTION,
+        steps_per_loop=2, save_checkpoints_steps=2, seed=1, n_best_size=10,
+        max_answer_length=20, progress=lines.append, **LENGTHS)
+  results["optimizers"] = optimizers
   return tmp, results, lines
 
 
@@ -144,7 +151,18 @@ def test_v1_steps_and_train_features_as_the_original(v1_run, run_squad, google_t
   # 5 questions / batch 2 x 2 epochs: int(5.0) = 5 steps, as the original computes them.
   assert results["train"]["global_step"] == 5
   assert tf.train.latest_checkpoint(str(tmp / "out")).endswith("ckpt-5")
-  assert "examples 5 (0 skipped)" in lines[0] and "steps 5 (warmup 0)" in lines[0]
+  assert "examples 5 (0 skipped)" in lines[0] and "steps 5 (warmup 4)" in lines[0]
+  # The learning rates of the original's formulas: its schedule at every step, and what the
+  # optimizer read after steps 2 and 4 (the progress lines).
+  num_train_steps, num_warmup_steps = fine_tuning_schedule.steps(5, 2, 2.0, WARMUP_PROPORTION)
+  assert (num_train_steps, num_warmup_steps) == (5, 4)
+  expected = [fine_tuning_schedule.learning_rate(step, 1e-3, 5, 4) for step in range(6)]
+  (optimizer,) = results["optimizers"]
+  schedule = fine_tuning_schedule.schedule_of(optimizer)
+  np.testing.assert_allclose([float(schedule(step)) for step in range(6)], expected,
+                             rtol=1e-6, atol=1e-12)
+  assert fine_tuning_schedule.progress_learning_rates(lines) == {
+      step: pytest.approx(expected[step], rel=1e-3) for step in (2, 4, 5)}
   # The original: read, shuffle with random.Random(12345), convert. Same records, same order.
   with original_flags(version_2_with_negative=False):
     examples = run_squad.read_squad_examples(str(tmp / "train.json"), is_training=True)
@@ -247,7 +265,8 @@ def test_training_on_from_other_examples_is_refused(v1_run, uncased_vocab):
   moved = tmp / "moved.json"
   shutil.copy(tmp / "train.json", moved)
   train_on = dict(do_train=True, train_batch_size=2, num_train_epochs=4.0, learning_rate=1e-3,
-                  steps_per_loop=2, save_checkpoints_steps=2, seed=1, **LENGTHS)
+                  warmup_proportion=WARMUP_PROPORTION, steps_per_loop=2,
+                  save_checkpoints_steps=2, seed=1, **LENGTHS)
   with pytest.raises(BertTfError) as error:
     squad.run_squad(_config(), str(uncased_vocab), str(folder), tf.distribute.get_strategy(),
                     train_file=str(changed), **train_on)
@@ -291,9 +310,9 @@ def test_v1_evaluation_during_training(v1_run, uncased_vocab):
   out = tmp / "during"
   args = dict(train_file=str(tmp / "train.json"), predict_file=str(V1_SAMPLE), do_train=True,
               do_predict=True, do_eval=True, train_batch_size=2, num_train_epochs=2.0,
-              predict_batch_size=4, learning_rate=1e-3, steps_per_loop=2,
-              save_checkpoints_steps=2, seed=1, n_best_size=10, max_answer_length=20,
-              eval_during_training=True, **LENGTHS)
+              predict_batch_size=4, learning_rate=1e-3, warmup_proportion=WARMUP_PROPORTION,
+              steps_per_loop=2, save_checkpoints_steps=2, seed=1, n_best_size=10,
+              max_answer_length=20, eval_during_training=True, **LENGTHS)
   during = squad.run_squad(_config(), str(uncased_vocab), str(out),
                            tf.distribute.get_strategy(), **args)
   assert during["train"] == results["train"]

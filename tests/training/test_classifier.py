@@ -13,7 +13,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertConfig, checkpoints
 from bert_tf.training import classifier, distribution, loop
 from tests.conftest import FIXTURES
-from tests.reference import google_models
+from tests.reference import fine_tuning_schedule, google_models
 
 CONFIG = BertConfig.from_dict(google_models.tiny_config_dict())
 
@@ -189,14 +189,30 @@ def test_sts_b_correlations_on_real_rows():
 def test_sts_b_run_end_to_end(tmp_path, uncased_vocab):
   config = BertConfig.from_dict(google_models.tiny_config_dict(vocab_size=30522))
   out = tmp_path / "out"
-  results = classifier.run_classifier(
-      config, "STS-B", str(uncased_vocab), str(out), tf.distribute.get_strategy(),
-      data_dir=str(FIXTURES / "glue" / "STS-B"), max_seq_length=16, do_train=True,
-      do_eval=True, do_predict=True, train_batch_size=2, eval_batch_size=2,
-      predict_batch_size=4, num_train_epochs=1.0, seed=3, steps_per_loop=2)
-  assert results["train"]["global_step"] == int(
-      len(glue.get_processor("STS-B").get_examples(str(FIXTURES / "glue" / "STS-B"), "train"))
-      / 2 * 1.0)
+  lines = []
+  with fine_tuning_schedule.optimizers_made() as optimizers:
+    results = classifier.run_classifier(
+        config, "STS-B", str(uncased_vocab), str(out), tf.distribute.get_strategy(),
+        data_dir=str(FIXTURES / "glue" / "STS-B"), max_seq_length=16, do_train=True,
+        do_eval=True, do_predict=True, train_batch_size=2, eval_batch_size=2,
+        predict_batch_size=4, num_train_epochs=1.0, warmup_proportion=0.7, seed=3,
+        steps_per_loop=2, progress=lines.append)
+  num_examples = len(glue.get_processor("STS-B").get_examples(
+      str(FIXTURES / "glue" / "STS-B"), "train"))
+  # The original's steps and warmup: int(6 / 2 * 1.0) = 3, int(3 * 0.7) = 2.
+  num_train_steps, num_warmup_steps = fine_tuning_schedule.steps(num_examples, 2, 1.0, 0.7)
+  assert (num_train_steps, num_warmup_steps) == (3, 2)
+  assert results["train"]["global_step"] == num_train_steps
+  assert f"steps {num_train_steps} (warmup {num_warmup_steps})" in "\n".join(lines)
+  # The optimizer's schedule is the original's learning rate at every step (5e-5 the default).
+  expected = [fine_tuning_schedule.learning_rate(step, 5e-5, num_train_steps, num_warmup_steps)
+              for step in range(num_train_steps + 1)]
+  (optimizer,) = optimizers
+  schedule = fine_tuning_schedule.schedule_of(optimizer)
+  np.testing.assert_allclose([float(schedule(step)) for step in range(num_train_steps + 1)],
+                             expected, rtol=1e-6, atol=1e-12)
+  assert fine_tuning_schedule.progress_learning_rates(lines) == {
+      step: pytest.approx(expected[step], rel=1e-3) for step in (2, 3)}
   lines = (out / "eval_results.txt").read_text().splitlines()
   assert [line.split(" = ")[0] for line in lines] == [
       "eval_loss", "eval_pearson", "eval_spearman", "global_step", "loss"]

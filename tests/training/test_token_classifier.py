@@ -29,7 +29,7 @@ from bert_tf.modeling import BertTokenClassifier, checkpoints
 from bert_tf.training import distribution, token_classifier
 from tests import warm
 from tests.conftest import FIXTURES
-from tests.reference import google_models
+from tests.reference import fine_tuning_schedule, google_models
 
 NER = FIXTURES / "ner"
 REPO = FIXTURES.parents[1]
@@ -256,8 +256,17 @@ def test_run_ner_learns_the_sample(minilm_path, tmp_path):
   config_file.write_text(json.dumps(google_models.tiny_config_dict(vocab_size=30522)))
   done = _run_ner(minilm_path, data, out, "--do_train", "--do_eval", "--do_predict",
                   "--train_batch_size=2", "--num_train_epochs=20", "--learning_rate=5e-3",
-                  "--save_checkpoints_steps=10", "--eval_during_training", config=config_file)
+                  "--save_checkpoints_steps=10", "--eval_during_training",
+                  "--steps_per_loop=1", config=config_file)
   assert done.returncode == 0, done.stderr[-3000:]
+  # 20 updates (2 features / batch 2 x 20 epochs), the default --warmup_proportion 0.1:
+  # int(20 * 0.1) = 2 warmup steps, as the original computes them; the learning rate the
+  # optimizer read after each update (--steps_per_loop=1: a progress line each) is the
+  # original's formula's.
+  assert "steps 20 (warmup 2)" in done.stdout
+  assert fine_tuning_schedule.progress_learning_rates(done.stdout.splitlines()) == {
+      step: pytest.approx(fine_tuning_schedule.learning_rate(step, 5e-3, 20, 2), rel=1e-3)
+      for step in range(1, 21)}
   assert "Traceback" not in done.stderr and "Gradients do not exist" not in done.stderr
   history = [json.loads(line) for line in (out / "eval_history.jsonl").read_text().splitlines()]
   assert [h["global_step"] for h in history] == [10, 20]
