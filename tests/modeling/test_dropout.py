@@ -1,12 +1,13 @@
 """Dropout masks: the "hash" generator against MurmurHash3's published finalizer and the
-binomial statistics a dropout mask must have; the training loop's choice under XLA."""
+binomial statistics a dropout mask must have; the training loop's choice under XLA; the
+classifier heads' dropout on the encoder output."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig, BertModel, layers
+from bert_tf.modeling import BertClassifier, BertConfig, BertModel, BertTokenClassifier, layers
 from bert_tf.training import distribution, loop
 from bert_tf.training.pretraining import PretrainingTask
 from tests.reference import google_models
@@ -135,3 +136,37 @@ def test_replicas_train_the_encoder_with_their_own_masks():
         tf.function(lambda: strategy.run(replica_fn))())]
   assert not np.allclose(*outputs[0.1])
   np.testing.assert_allclose(*outputs[0.0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_class,output", [(BertClassifier, "pooled_output"),
+                                                (BertTokenClassifier, "sequence_output")])
+def test_classifier_heads_drop_their_input(model_class, output):
+  """The head is dropout(classifier_dropout) on the encoder's output, then dense (the
+  original's run_classifier create_model; Hugging Face's BertForTokenClassification). With
+  the encoder's own dropout off and the head's weights the identity, the logits are the
+  dropped-out encoder output itself: in training a fraction classifier_dropout of it is 0
+  (within 6 binomial sigmas), the rest scaled by 1 / (1 - rate); outside training, and with
+  classifier_dropout 0, the encoder output unchanged."""
+  config = BertConfig.from_dict(google_models.tiny_config_dict(
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  hidden = config.hidden_size
+  rng = np.random.RandomState(0)
+  features = {"input_word_ids": tf.constant(rng.randint(1, config.vocab_size, [256, 8])),
+              "input_mask": tf.ones([256, 8], tf.int32)}
+  for rate in (0.1, 0.0):
+    model = model_class(config, hidden, classifier_dropout=rate)
+    model.classifier.set_weights([np.eye(hidden, dtype=np.float32),
+                                  np.zeros([hidden], np.float32)])
+    encoded = model.bert(features, training=False)[output].numpy()
+    assert np.count_nonzero(encoded) == encoded.size
+    inference = model(features, training=False).numpy()
+    np.testing.assert_allclose(inference, encoded, rtol=1e-6, atol=0)
+    trained = model(features, training=True).numpy()
+    if not rate:
+      np.testing.assert_array_equal(trained, inference)
+      continue
+    kept = trained != 0
+    n = kept.size
+    dropped = 1.0 - kept.mean()
+    assert abs(dropped - rate) < 6 * np.sqrt(rate * (1 - rate) / n), (dropped, rate, n)
+    np.testing.assert_allclose(trained[kept], encoded[kept] / (1 - rate), rtol=1e-6)
