@@ -1,5 +1,6 @@
 """Doc-span features: identical, field by field, to the original convert_examples_to_features."""
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -116,6 +117,85 @@ def test_doc_spans_and_max_context_by_hand():
   # The stride is capped at the span length, and the last span ends at the end.
   assert squad_features.make_doc_spans(5, 2, 10) == [(0, 2), (2, 2), (4, 1)]
   assert squad_features.make_doc_spans(0, 4, 3) == []
+
+
+def _original_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+  """The sliding windows of the original's convert_examples_to_features, transcribed."""
+  doc_span = collections.namedtuple("DocSpan", ["start", "length"])
+  doc_spans = []
+  start_offset = 0
+  while start_offset < num_doc_tokens:
+    length = num_doc_tokens - start_offset
+    if length > max_tokens_for_doc:
+      length = max_tokens_for_doc
+    doc_spans.append(doc_span(start=start_offset, length=length))
+    if start_offset + length == num_doc_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return doc_spans
+
+
+def _most_context_without_length(spans, position):
+  """The first span with the most min(left, right) context for ``position``: the rule
+  without the original's 0.01 * span length term."""
+  scores = [min(position - s.start, s.start + s.length - 1 - position)
+            if s.start <= position < s.start + s.length else -1 for s in spans]
+  return scores.index(max(scores))
+
+
+def test_max_context_counts_the_span_length(run_squad):
+  """201 tokens, windows of 200 advancing by 128: [0,200) and [128,201). Token 164 scores
+  min(164, 35) + 0.01 * 200 = 37.0 in span 0 and min(36, 36) + 0.01 * 73 = 36.73 in span 1:
+  span 0 is its max context, as the original's _check_is_max_context says (without the
+  length term span 1 would win, 35 < 36). Token 200 is in span 1 alone."""
+  spans = squad_features.make_doc_spans(201, 200, 128)
+  assert spans == [(0, 200), (128, 73)]
+  assert run_squad._check_is_max_context(spans, 0, 164)  # pylint: disable=protected-access
+  assert squad_features.check_is_max_context(spans, 0, 164)
+  assert not squad_features.check_is_max_context(spans, 1, 164)
+  assert _most_context_without_length(spans, 164) == 1
+  assert squad_features.check_is_max_context(spans, 1, 200)
+
+
+@pytest.mark.parametrize("max_tokens_for_doc,doc_strides", [
+    (4, (1, 2, 3, 5)), (7, (2, 3, 7)), (150, (50, 128)), (200, (64, 128)), (317, (128,))])
+def test_doc_spans_and_max_context_equal_the_original(run_squad, max_tokens_for_doc,
+                                                      doc_strides):
+  """Every token of every span, for documents from 1 token (every third length around the
+  long windows) to two strides past a window: the same windows as the original's loop, the
+  same max-context answers as its _check_is_max_context. Over 100 tokens a window's
+  0.01 * length can outweigh a token of context, next to a short last window: such
+  tokens are among them."""
+  check_original = run_squad._check_is_max_context  # pylint: disable=protected-access
+  decided_by_length = 0
+  for doc_stride in doc_strides:
+    lengths = range(1, max_tokens_for_doc + 2 * doc_stride + 3)
+    if max_tokens_for_doc > 100:
+      lengths = range(max_tokens_for_doc - 2, max_tokens_for_doc + 2 * doc_stride + 3, 3)
+    for num_doc_tokens in lengths:
+      spans = squad_features.make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride)
+      assert spans == _original_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride)
+      for index, span in enumerate(spans):
+        for position in range(span.start, span.start + span.length):
+          expected = check_original(spans, index, position)
+          assert squad_features.check_is_max_context(spans, index, position) == expected, (
+              num_doc_tokens, doc_stride, index, position)
+          if expected != (_most_context_without_length(spans, position) == index):
+            decided_by_length += 1
+  assert (decided_by_length > 0) == (max_tokens_for_doc > 100)
+
+
+def test_long_document_max_context_features_match_original(run_squad, google_tokenizer):
+  """The 201-token document through both converters: windows of 200 (205 - "[CLS] why ?
+  [SEP]" - "[SEP]") by 128; token 164's max context is the first feature's, field for field
+  the original's features."""
+  example = squad_examples.example_from_text("Why?", " ".join(["word"] * 201))
+  ours = our_features([example], google_tokenizer, (205, 128, 64), False)
+  expected = original_features(run_squad, [example], google_tokenizer, (205, 128, 64), False)
+  assert_same_features(ours, expected)
+  assert [f.tokens[:4] for f in ours] == [["[CLS]", "why", "?", "[SEP]"]] * 2
+  assert ours[0].token_is_max_context[4 + 164] and not ours[1].token_is_max_context[
+      4 + 164 - 128]
 
 
 def test_improve_answer_span_reference_cases(google_tokenizer):
