@@ -98,10 +98,12 @@ def set_vocab_logits_layout(model, vocab_major):
 
 class _HeadLayer(bert_layers._ConfigLayer):  # pylint: disable=protected-access
 
-  def _output_weights(self, rows, name="output_weights"):
+  def _output_weights(self, rows, name="output_weights", stddev=None):
     # Stored [rows, H] as in Google's checkpoints and used transposed.
+    initializer = (bert_layers.truncated_normal(self.config) if stddev is None else
+                   keras.initializers.TruncatedNormal(stddev=stddev))
     return self.add_weight(name=name, shape=(rows, self.config.hidden_size),
-                           initializer=bert_layers.truncated_normal(self.config))
+                           initializer=initializer)
 
   def _output_bias(self, size, name="output_bias"):
     return self.add_weight(name=name, shape=(size,), initializer="zeros")
@@ -151,13 +153,16 @@ class LinearHead(_HeadLayer):
   Used for next sentence (``cls/seq_relationship``, 2 outputs on the pooled output), the
   classifier (``output_weights``/``output_bias``, C outputs) and SQuAD (``cls/squad``,
   2 outputs on every token). Call: ``x [..., H]`` -> ``[..., num_outputs]`` float32.
+  ``initializer_stddev``: the output weights' truncated normal (default the config's
+  ``initializer_range``; the original's fine-tuning heads use 0.02 whatever the config says).
   """
 
-  def __init__(self, config, num_outputs, dropout_rate=0.0, **kwargs):
+  def __init__(self, config, num_outputs, dropout_rate=0.0, initializer_stddev=None, **kwargs):
     super().__init__(config, **kwargs)
     self.num_outputs = num_outputs
     self.dropout_rate = dropout_rate
-    self.output_weights = self._output_weights(num_outputs)
+    self.initializer_stddev = initializer_stddev
+    self.output_weights = self._output_weights(num_outputs, stddev=initializer_stddev)
     self.output_bias = self._output_bias(num_outputs)
     self.dropout = bert_layers.Dropout(dropout_rate) if dropout_rate else None
     self.built = True
@@ -171,5 +176,6 @@ class LinearHead(_HeadLayer):
 
   def get_config(self):
     base = super().get_config()
-    base.update(num_outputs=self.num_outputs, dropout_rate=self.dropout_rate)
+    base.update(num_outputs=self.num_outputs, dropout_rate=self.dropout_rate,
+                initializer_stddev=self.initializer_stddev)
     return base

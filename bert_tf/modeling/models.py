@@ -103,6 +103,11 @@ class BertPretrainer(_TaskModel):
     }
 
 
+# The original's run_classifier and run_squad draw their heads' output_weights with this
+# stddev whatever bert_config.json's initializer_range (every released config says 0.02).
+FINE_TUNING_HEAD_STDDEV = 0.02
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class BertClassifier(_TaskModel):
   """Sequence (pair) classification; ``num_labels=1`` gives a regression score.
@@ -116,7 +121,9 @@ class BertClassifier(_TaskModel):
     super().__init__(config, **kwargs)
     self.num_labels = num_labels
     self.classifier_dropout = classifier_dropout
+    # run_classifier.create_model: truncated_normal_initializer(stddev=0.02), not the config's.
     self.classifier = heads.LinearHead(self.config, num_labels, dropout_rate=classifier_dropout,
+                                       initializer_stddev=FINE_TUNING_HEAD_STDDEV,
                                        name="classifier", dtype=self.dtype_policy)
     self.built = True
 
@@ -141,7 +148,9 @@ class BertSpanLabeler(_UnusedPoolerModel, _TaskModel):
     kwargs.setdefault("name", "bert_span_labeler")
     super().__init__(config, **kwargs)
     with bert_layers.scoped("cls"):
-      self.span = heads.LinearHead(self.config, 2, name="squad", dtype=self.dtype_policy)
+      # run_squad.create_model: truncated_normal_initializer(stddev=0.02), as the classifier.
+      self.span = heads.LinearHead(self.config, 2, initializer_stddev=FINE_TUNING_HEAD_STDDEV,
+                                   name="squad", dtype=self.dtype_policy)
     self.built = True
 
   def call(self, inputs, training=None):

@@ -151,10 +151,6 @@ def test_fine_tuning_initial_weights_are_googles(model_class, kind):
   _check_model(model_class(BertConfig.from_dict(config_dict), *args), expected)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bert_tf draws the fine-tuning heads' output_weights with stddev initializer_range; "
-    "Google's run_classifier.create_model and run_squad.create_model use "
-    "truncated_normal_initializer(stddev=0.02) whatever the config says"))
 @pytest.mark.parametrize("model_class,kind", [(BertClassifier, "classifier"),
                                               (BertSpanLabeler, "squad")])
 def test_fine_tuning_initial_weights_are_googles_other_range(model_class, kind):
