@@ -4,7 +4,6 @@
 import os
 
 from absl import logging
-import tensorflow as tf
 
 from bert_tf import fileio, tokenization
 from bert_tf.errors import BertTfError
@@ -71,7 +70,7 @@ def resolve_do_lower_case(folder, vocab, do_lower_case=None, weights=None, vocab
     if info is not None and isinstance(info.get("do_lower_case"), bool):
       return info["do_lower_case"], os.path.join(folder, name)
   tokenizer_config = os.path.join(folder, "tokenizer_config.json")
-  if tf.io.gfile.exists(tokenizer_config):
+  if fileio.exists(tokenizer_config):
     value = _tokenizer_config_casing(tokenizer_config)
     if value is not None:
       return value, tokenizer_config
@@ -93,7 +92,7 @@ def check_flag(do_lower_case, vocab, vocab_file, init_checkpoint=None, name="--d
   lower = bool(do_lower_case)
   folder = fileio.checkpoint_folder(init_checkpoint)
   tokenizer_config = folder and os.path.join(folder, "tokenizer_config.json")
-  if tokenizer_config and tf.io.gfile.exists(tokenizer_config):
+  if tokenizer_config and fileio.exists(tokenizer_config):
     value = _tokenizer_config_casing(tokenizer_config)
     if value is not None:
       if value != lower:
