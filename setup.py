@@ -30,6 +30,11 @@ EXTRAS_REQUIRE = {
     # create_pretraining_data.py --runner=...: sharded mode on Apache Beam. 2.77.0 installs
     # beside TensorFlow 2.21 (Beam wants protobuf < 7, TF >= 6.31.1: pip picks 6.x).
     "beam": ["apache-beam>=2.77.0,<3"],
+    # --tpu=NAME (a TPU looked up by name through the Cloud TPU API, from another machine or a
+    # pod slice's worker 0): TensorFlow 2.21's own Cloud TPU client needs these two, and they
+    # install beside it (protobuf stays 6.x). Not cloud-tpu-client: its last release (0.10)
+    # pins google-api-python-client 1.8.0, whose dependencies take protobuf down to 3.20.
+    "tpu": ["google-api-python-client>=2", "oauth2client>=4.1"],
 }
 
 setup(

@@ -25,14 +25,18 @@ Strategies:
   tpu                    ``TPUStrategy`` on ``tpu`` (a Cloud TPU name, grpc://host:port, or
                          "local" on a TPU VM; None: $TPU_NAME). A TPU that cannot be reached
                          is a one-line ``BertTfError`` naming the TPU and zone, within
-                         ``tpu_timeout_s`` seconds, not a hang.
+                         ``tpu_timeout_s`` seconds, not a hang; so are a TPU that cannot be
+                         looked up by name, and --tpu=local where no TPU is attached, each
+                         saying what to do.
 """
 
 import dataclasses
+import importlib.util
 import os
 import socket
 import tempfile
 import threading
+import urllib.error
 import urllib.parse
 
 import tensorflow as tf
@@ -53,6 +57,17 @@ _TPU_PROBE_TIMEOUT_S = 10
 # has not registered in this long is not coming (TensorFlow's defaults wait far longer: a lone
 # worker 0 of a 2-worker cluster was still waiting after 12 minutes here).
 DEFAULT_WORKER_START_TIMEOUT_S = 600
+# TensorFlow looks a TPU's name up (its workers' addresses) through the Cloud TPU API: with
+# the cloud-tpu-client package where it is installed, else with its own copy of that client
+# (tensorflow/python/tpu/client/client.py), which needs only these two modules. The
+# cloud-tpu-client package itself does not install beside TensorFlow 2.21 (0.10 pins
+# google-api-python-client 1.8.0, which takes protobuf down to 3.20); these two do (setup.py's
+# "tpu" extra).
+_TPU_API_MODULES = ("googleapiclient", "oauth2client")
+TPU_API_PIP = "pip install google-api-python-client oauth2client"
+# Where TensorFlow's client finds a TPU when none is named: these variables hold a name or
+# addresses (KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS on GKE), TPU_CONFIG a JSON node config.
+_TPU_NAME_VARIABLES = ("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_NAME")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,7 +333,50 @@ def _describe_tpu(tpu, tpu_zone, gcp_project):
   where = [f"zone {tpu_zone or '(default)'}"]
   if gcp_project:
     where.append(f"project {gcp_project}")
-  return f"TPU {tpu or '$TPU_NAME'!r} ({', '.join(where)})"
+  if not tpu:
+    variable = next((v for v in _TPU_NAME_VARIABLES if os.environ.get(v)), None)
+    if variable:
+      return f"TPU {os.environ[variable]!r} (${variable}, {', '.join(where)})"
+  return f"TPU {tpu or '(not named)'!r} ({', '.join(where)})"
+
+
+def _tpu_named_by_environment():
+  """Whether TensorFlow's client would find a TPU without --tpu (as its ``_get_tpu_name``
+  and ``_get_tpu_node_config`` read the environment)."""
+  return (any(v in os.environ for v in _TPU_NAME_VARIABLES) or
+          bool(os.environ.get("TPU_CONFIG")))
+
+
+def _tpu_api_client_installed():
+  return all(importlib.util.find_spec(name) is not None for name in _TPU_API_MODULES)
+
+
+def _lookup_error(error, what, tpu, tpu_zone, gcp_project):
+  """The one line for a failed look-up of a TPU by name (``TPUClusterResolver`` or its
+  ``master()``), saying what to do where the cause is known."""
+  other_ways = ("on the TPU VM itself pass --tpu=local, from another machine the TPU's "
+                "address as --tpu=grpc://IP:8470")
+  text = str(error)
+  if "cloud-tpu-client" in text or "Google API client" in text:
+    # TF's client without googleapiclient/oauth2client ("Run `pip install cloud-tpu-client`",
+    # which would not install: see _TPU_API_MODULES).
+    return (f"cannot look up {what} by name: TensorFlow's Cloud TPU API client needs the "
+            f"Google API client packages: {TPU_API_PIP} (bert_tf's [tpu] extra); or "
+            f"{other_ways}")
+  if isinstance(error, urllib.error.URLError) and not (tpu_zone and gcp_project):
+    # The client reads a missing zone or project from the GCE metadata server, which only a
+    # Google Cloud VM reaches.
+    install = "" if _tpu_api_client_installed() else f" (and {TPU_API_PIP})"
+    return (f"cannot look up {what}: without --tpu_zone and --gcp_project they come from the "
+            f"Google Cloud metadata server, which did not answer ({_first_line(error)}): off "
+            f"a Google Cloud VM pass --tpu_zone and --gcp_project{install}; or {other_ways}")
+  if ("Application Default Credentials" in text or
+      type(error).__name__ == "ApplicationDefaultCredentialsError"):
+    return (f"cannot look up {what}: no Google Cloud credentials here for the Cloud TPU API: "
+            "run `gcloud auth application-default login` or set "
+            "GOOGLE_APPLICATION_CREDENTIALS to a service account key file; or pass the TPU's "
+            "address as --tpu=grpc://IP:8470")
+  return f"cannot find {what}: {_first_line(error)}"
 
 
 def _first_line(error):
@@ -331,20 +389,16 @@ def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s, job_name=None):
   what = _describe_tpu(tpu, tpu_zone, gcp_project)
   # The original passed --tpu_job_name to TPUConfig; TPUClusterResolver takes it as job_name.
   job = {"job_name": job_name} if job_name else {}
+  if not tpu and not _tpu_named_by_environment():
+    raise BertTfError("the tpu strategy needs a TPU: pass --tpu=local on the TPU VM itself, "
+                      "--tpu=NAME (a Cloud TPU's name) or --tpu=grpc://IP:8470 (--tpu_name "
+                      "is the same flag), or set $TPU_NAME")
   try:
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
         tpu=tpu, zone=tpu_zone, project=gcp_project, **job)
     master = resolver.master()
   except Exception as e:  # The Cloud TPU API client raises many types; all mean "not found".
-    if "cloud-tpu-client" in str(e):
-      # TF looks TPU names up through the Cloud TPU client, whose last release (0.10) pins
-      # protobuf<4 and so cannot be installed beside TensorFlow 2.21 (protobuf>=6.31).
-      raise BertTfError(
-          f"cannot look up {what} by name: TensorFlow needs the Cloud TPU API client for "
-          "that, which does not install beside TensorFlow 2.21; on the TPU VM itself pass "
-          "--tpu=local, from another machine pass the TPU's address as --tpu=grpc://IP:8470"
-      ) from e
-    raise BertTfError(f"cannot find {what}: {_first_line(e)}") from e
+    raise BertTfError(_lookup_error(e, what, tpu, tpu_zone, gcp_project)) from e
 
   local = tpu == "local" or not master
   if not local:
@@ -373,6 +427,13 @@ def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s, job_name=None):
   if thread.is_alive():
     raise BertTfError(f"{what} at {master or 'local'} did not answer within {timeout_s} s")
   if "error" in outcome:
-    raise BertTfError(f"cannot initialise {what}: {_first_line(outcome['error'])}") from (
-        outcome["error"])
+    error = outcome["error"]
+    if local and ("ConfigureDistributedTPU" in str(error) or "TPUs not found" in str(error)):
+      # TensorFlow without a TPU device: no kernel for the op that configures one.
+      raise BertTfError(
+          f"cannot initialise {what}: no TPU is attached to this machine (--tpu=local is for "
+          "the TPU VM itself): run there, or name the TPU with --tpu=NAME or "
+          "--tpu=grpc://IP:8470, or leave out the TPU flags to run on this machine's CPU "
+          "or GPU") from error
+    raise BertTfError(f"cannot initialise {what}: {_first_line(error)}") from error
   return tf.distribute.TPUStrategy(resolver)

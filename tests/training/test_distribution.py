@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -138,12 +139,16 @@ def test_unknown_tpu_name_fails_fast_naming_tpu_and_zone():
   message = str(error.value)
   what = "TPU 'no-such-tpu-xyz' (zone us-central1-f, project no-such-project)"
   if _has_cloud_tpu_client():
-    assert message.startswith(f"cannot find {what}: ")
+    # Off Google Cloud, without credentials: the look-up says how to get them.
+    assert message.startswith((f"cannot find {what}: ", f"cannot look up {what}: "))
   else:
-    # TF itself needs the Cloud TPU API client to look a name up; the message says what
-    # works without it (TF's tpu/client/client.py skips the API for grpc:// addresses).
+    # TF's own Cloud TPU client needs the Google API client to look a name up: the message
+    # names the pip packages, and what works without them (TF's tpu/client/client.py skips
+    # the API for grpc:// addresses).
     assert message.startswith(f"cannot look up {what} by name: ")
+    assert "pip install google-api-python-client oauth2client" in message
     assert "--tpu=local" in message and "--tpu=grpc://IP:8470" in message
+    assert "does not install" not in message
   assert "\n" not in message
 
 
@@ -154,6 +159,82 @@ def _has_cloud_tpu_client():
   except ImportError:
     return False
   return True
+
+
+def test_the_tpu_lookup_needs_only_the_packages_the_message_names():
+  """What the look-up message tells to install is what TensorFlow's resolver needs: it falls
+  back to TensorFlow's own client when cloud-tpu-client is missing, and that client imports
+  the Google API client and oauth2client (read from TensorFlow's installed source)."""
+  python = pathlib.Path(tf.__file__).parent / "python"
+  resolver = (python / "distribute" / "cluster_resolver" / "tpu" /
+              "tpu_cluster_resolver.py").read_text()
+  assert "from tensorflow.python.tpu.client import client" in resolver
+  client = (python / "tpu" / "client" / "client.py").read_text()
+  guarded = client.split("_GOOGLE_API_CLIENT_INSTALLED = True", 1)[1].split("except ImportError",
+                                                                         1)[0]
+  modules = {line.split()[1].split(".")[0] for line in guarded.splitlines()
+             if line.strip().startswith("from ")}
+  assert modules == {"googleapiclient", "oauth2client"}
+  # pip's names of those modules' distributions, in the message and in setup.py's extra.
+  packages = {"googleapiclient": "google-api-python-client", "oauth2client": "oauth2client"}
+  assert distribution.TPU_API_PIP == "pip install " + " ".join(
+      packages[m] for m in sorted(modules))
+  setup = (REPO / "setup.py").read_text()
+  extra = setup.split('"tpu": [', 1)[1].split("]", 1)[0]
+  assert sorted(re.findall(r'"([\w-]+)', extra)) == sorted(packages.values())
+
+
+def test_tpu_name_without_zone_off_google_cloud_says_to_give_zone_and_project(monkeypatch):
+  # The metadata server TensorFlow asks for a missing zone and project: an address that
+  # refuses connections, as metadata.google.internal is unreachable off Google Cloud.
+  with socket.socket() as closed:
+    closed.bind(("127.0.0.1", 0))
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{closed.getsockname()[1]}")
+    with pytest.raises(BertTfError) as error:
+      distribution.get_strategy("tpu", tpu="my-tpu")
+  message = str(error.value)
+  assert message.startswith("cannot look up TPU 'my-tpu' (zone (default)): without --tpu_zone "
+                            "and --gcp_project they come from the Google Cloud metadata "
+                            "server, which did not answer (")
+  assert "off a Google Cloud VM pass --tpu_zone and --gcp_project" in message
+  assert "--tpu=local" in message and "--tpu=grpc://IP:8470" in message
+  assert "\n" not in message
+
+
+def test_tpu_strategy_without_a_tpu_says_which_flag(monkeypatch):
+  for variable in ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG"):
+    monkeypatch.delenv(variable, raising=False)
+  args = resolve_distribution_args(use_tpu=True)
+  with pytest.raises(BertTfError) as error:
+    distribution.get_strategy(**args.strategy_kwargs())
+  assert str(error.value) == (
+      "the tpu strategy needs a TPU: pass --tpu=local on the TPU VM itself, --tpu=NAME (a "
+      "Cloud TPU's name) or --tpu=grpc://IP:8470 (--tpu_name is the same flag), or set "
+      "$TPU_NAME")
+  # Named by $TPU_NAME: the errors say the name, not "$TPU_NAME".
+  monkeypatch.setenv("TPU_NAME", "tpu-from-env")
+  with pytest.raises(BertTfError) as error:
+    distribution.get_strategy("tpu", tpu_zone="us-central1-f", gcp_project="p")
+  assert "TPU 'tpu-from-env' ($TPU_NAME, zone us-central1-f, project p)" in str(error.value)
+
+
+@pytest.mark.skipif("not _has_cloud_tpu_client()", reason="pip install "
+                    "google-api-python-client oauth2client (setup.py's [tpu] extra)")
+def test_tpu_name_without_credentials_says_how_to_get_them(monkeypatch, tmp_path):
+  # With TensorFlow's client installed, off Google Cloud: no Application Default Credentials.
+  monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+  monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud login of this machine's
+  monkeypatch.setenv("HOME", str(tmp_path))
+  with socket.socket() as closed:
+    closed.bind(("127.0.0.1", 0))
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{closed.getsockname()[1]}")
+    monkeypatch.setenv("GCE_METADATA_IP", f"127.0.0.1:{closed.getsockname()[1]}")
+    with pytest.raises(BertTfError) as error:
+      distribution.get_strategy("tpu", tpu="my-tpu", tpu_zone="us-central1-b",
+                                gcp_project="p")
+  assert str(error.value).startswith(
+      "cannot look up TPU 'my-tpu' (zone us-central1-b, project p): no Google Cloud "
+      "credentials here for the Cloud TPU API: run `gcloud auth application-default login`")
 
 
 def test_unreachable_tpu_address_fails_fast():
@@ -214,7 +295,8 @@ _SUBPROCESS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("tpu,message", [
-    ("local", "cannot initialise TPU 'local' (zone us-east1-d): "),
+    ("local", "cannot initialise TPU 'local' (zone us-east1-d): no TPU is attached to this "
+              "machine (--tpu=local is for the TPU VM itself)"),
     ("silent", "did not answer within 3 s"),
 ])
 def test_tpu_that_does_not_answer_gives_up(tpu, message):
