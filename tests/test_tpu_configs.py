@@ -3,6 +3,7 @@
 import glob
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -82,3 +83,54 @@ def test_files_match_the_generator(tmp_path):
   for name, lines in module.all_configs().items():
     with open(os.path.join(CONFIGS, name)) as f:
       assert f.read() == "\n".join(lines) + "\n", f"{name} is stale: run make_configs.py"
+
+
+def _flags_of(path):
+  values = {}
+  with open(path) as f:
+    for line in f:
+      if line.startswith("--"):
+        name, _, value = line[2:].strip().partition("=")
+        values[name] = value
+  return values
+
+
+def test_every_pretraining_file_keeps_the_recipes_global_batch():
+  """The recipe as tpu_configs/README.md states it (phase 1: 900k steps of 256, phase 2: 100k
+  steps of 256): every Adam file updates with that batch (train_batch_size, which the slice's
+  replicas x gradient_accumulation_steps micro-batches make up) and its steps; a LAMB file
+  sees as many sequences in all. Each micro-batch is at most what the generator's table says a
+  core holds."""
+  with open(os.path.join(CONFIGS, "README.md")) as f:
+    readme = f.read()
+  recipe = {}
+  for phase in (1, 2):
+    row = next(line for line in readme.splitlines() if f"_phase{phase}_<tpu>.flags" in line)
+    steps, batch = re.search(r"(\d+)k steps of (\d+)", row).groups()
+    recipe[phase] = (int(steps) * 1000, int(batch))
+  spec = importlib.util.spec_from_file_location("make_configs",
+                                                os.path.join(CONFIGS, "make_configs.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  files = sorted(glob.glob(os.path.join(CONFIGS, "bert_*_phase*_*.flags")))
+  adam = 0
+  for path in files:
+    model, phase, accelerator = re.fullmatch(r"bert_(base|large)_phase(\d)_(.+)\.flags",
+                                             os.path.basename(path)).groups()
+    steps, batch = recipe[int(phase)]
+    values = _flags_of(path)
+    global_batch, train_steps = int(values["train_batch_size"]), int(values["num_train_steps"])
+    accumulation = int(values.get("gradient_accumulation_steps", 1))
+    replicas, *most = module.ACCELERATORS[accelerator]
+    micro, rest = divmod(global_batch, replicas * accumulation)
+    assert rest == 0, path
+    assert micro <= most[{("base", "1"): 0, ("base", "2"): 1, ("large", "1"): 2,
+                          ("large", "2"): 3}[model, phase]], path
+    if values["optimizer_type"] == "lamb":
+      assert global_batch > batch and global_batch * train_steps == batch * steps, path
+    else:
+      adam += 1
+      assert (global_batch, micro * replicas * accumulation, train_steps) == (
+          batch, batch, steps), path
+      assert float(values["learning_rate"]) == 1e-4, path
+  assert adam == len(files) - 4  # LAMB: phase 1 on the two pod slices, Base and Large

@@ -5,10 +5,11 @@
 Pretraining follows the BERT paper's recipe split in two phases, as Google's README advises
 (90% of steps at sequence length 128, then 10% at 512, which learns the position embeddings
 beyond 128): 1M steps of 256 sequences in all, Adam with weight decay at lr 1e-4, 10k warmup
-steps. Bigger slices keep the same number of examples per step with bigger per-core batches or
-go to LAMB with bigger global batches (You et al. 2019), where Adam's lr would not scale. Batch
-sizes are chosen so BERT-Large phase 2 fits each chip's HBM in bfloat16; where it would not,
-gradient accumulation keeps the global batch.
+steps. Every Adam config keeps that global batch of 256: a slice that holds fewer per step
+accumulates gradients, one that holds more runs a smaller per-core batch than it could. Slices
+that hold 4x the batch or more go to LAMB with bigger global batches instead (You et al. 2019),
+where Adam's lr would not scale, and fewer steps (the same examples in all). The table's
+per-core batches are the most each chip takes (BERT-Large phase 2 in bfloat16 sized them).
 """
 
 import os
@@ -16,8 +17,9 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # accelerator -> (cores/chips as TF replicas, per-replica batch for Base p1, Base p2, Large p1,
-#                 Large p2): sizes that fit (v2: 8 GiB/core, v3: 16 GiB/core, v4: 32 GiB/chip,
-#                 v5e: 16 GiB/chip).
+#                 Large p2): the most that fits (v2: 8 GiB/core, v3: 16 GiB/core, v4: 32
+#                 GiB/chip, v5e: 16 GiB/chip); Adam configs use less where that would exceed
+#                 GLOBAL_BATCH.
 ACCELERATORS = {
     "v2-8": (8, 32, 8, 16, 4),
     "v3-8": (8, 64, 16, 32, 8),
@@ -72,8 +74,15 @@ def pretraining_flags(model, phase, accelerator):
               f"--learning_rate={min(1e-4 * scale ** 0.5 * 4, 6e-3):.6g}",
               f"--num_train_steps={steps // scale}", f"--num_warmup_steps={warmup // scale * 2}"]
   else:
-    accumulation = max(1, GLOBAL_BATCH // capacity)
-    lines += [f"--train_batch_size={capacity * accumulation}",
+    # Adam at the paper's batch: fewer sequences per core where the slice holds more than
+    # GLOBAL_BATCH (it would otherwise train with 512 at the 256 recipe's lr and steps),
+    # accumulated micro-batches where it holds less.
+    per_replica = min(per_replica, GLOBAL_BATCH // replicas)
+    accumulation = GLOBAL_BATCH // (replicas * per_replica)
+    if replicas * per_replica * accumulation != GLOBAL_BATCH:
+      raise ValueError(f"{accelerator}: {replicas} replicas cannot make a batch of "
+                       f"{GLOBAL_BATCH}")
+    lines += [f"--train_batch_size={GLOBAL_BATCH}",
               f"--gradient_accumulation_steps={accumulation}",
               "--optimizer_type=adamw_original", "--learning_rate=1e-4",
               f"--num_train_steps={steps}", f"--num_warmup_steps={warmup}"]
