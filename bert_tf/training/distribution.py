@@ -94,12 +94,20 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
                               gcp_project=None, num_gpus=None, steps_per_loop=None,
                               use_tpu=None, tpu_name=None, master=None, num_tpu_cores=None,
                               iterations_per_loop=None, tpu_job_name=None,
-                              worker_start_timeout_s=None):
+                              worker_start_timeout_s=None, given_before_use_tpu=()):
   """Merges new-style and original-style flag values into one ``DistributionArgs``.
 
-  Every argument is a flag value, None when the flag was not given. Rules:
+  Every argument but ``given_before_use_tpu`` is a flag value, None when the flag was not
+  given. ``given_before_use_tpu``: the names among "distribution_strategy" and "tpu" of the
+  flags given (last) before --use_tpu on the command line, flag files expanded where they
+  stand (``flags.distribution_args`` reads them). Rules:
     - --use_tpu=True means --distribution_strategy=tpu; either alone is enough, and
       --tpu alone implies tpu too. Otherwise the strategy is "default".
+    - --use_tpu overrides the flags given before it, as a flag given again does:
+      --use_tpu=False after --distribution_strategy=tpu and --tpu (a TPU flag file's, then
+      --use_tpu=False on the command line) means no TPU, and --use_tpu=True after another
+      --distribution_strategy means tpu. Where --use_tpu comes first, a disagreement is an
+      error.
     - --tpu, --tpu_name and --master name the same thing (the original used --tpu_name, or
       --master for a grpc:// address); giving two different values is an error.
     - --iterations_per_loop is --steps_per_loop.
@@ -114,11 +122,25 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
   if distribution_strategy is not None and distribution_strategy not in STRATEGIES:
     raise BertTfError(f"--distribution_strategy={distribution_strategy} is not one of "
                       f"{', '.join(STRATEGIES)}")
+  if use_tpu is not None:
+    before = set(given_before_use_tpu)
+    if "distribution_strategy" in before and (distribution_strategy == "tpu") != use_tpu:
+      distribution_strategy = None
+    if "tpu" in before and not use_tpu:
+      tpu = None
   if use_tpu and distribution_strategy not in (None, "tpu"):
     raise BertTfError(f"--use_tpu=True conflicts with "
-                      f"--distribution_strategy={distribution_strategy}")
+                      f"--distribution_strategy={distribution_strategy}: leave out one, or "
+                      "give --use_tpu=True after the other (it then decides)")
   if use_tpu is False and distribution_strategy == "tpu":
-    raise BertTfError("--use_tpu=False conflicts with --distribution_strategy=tpu")
+    instead = "--distribution_strategy=default" + (" --tpu=" if tpu else "")
+    raise BertTfError(
+        f"--use_tpu=False conflicts with --distribution_strategy=tpu"
+        f"{f' and --tpu={tpu}' if tpu else ''}: to run without a TPU, give --use_tpu=False "
+        f"after them (after the --flagfile that sets them), or {instead} instead")
+  if use_tpu is False and tpu and distribution_strategy is None:
+    raise BertTfError(f"--tpu={tpu} conflicts with --use_tpu=False: leave out one, or give "
+                      "--use_tpu=False after --tpu (it then decides)")
   if distribution_strategy is None:
     distribution_strategy = "tpu" if (use_tpu or tpu) else DEFAULT_STRATEGY
 
@@ -133,7 +155,9 @@ def resolve_distribution_args(distribution_strategy=None, tpu=None, tpu_zone=Non
     tpu = named[0][1] if named else None
   elif tpu:
     raise BertTfError(f"--tpu={tpu} needs --distribution_strategy=tpu (got "
-                      f"{distribution_strategy})")
+                      f"{distribution_strategy}): to run without a TPU, also give --tpu= "
+                      "(empty), or give --use_tpu=False after --tpu (after the --flagfile "
+                      "that sets it)")
   else:
     tpu_zone = gcp_project = num_tpu_cores = tpu_job_name = None
 
@@ -433,7 +457,7 @@ def _tpu_strategy(tpu, tpu_zone, gcp_project, timeout_s, job_name=None):
       raise BertTfError(
           f"cannot initialise {what}: no TPU is attached to this machine (--tpu=local is for "
           "the TPU VM itself): run there, or name the TPU with --tpu=NAME or "
-          "--tpu=grpc://IP:8470, or leave out the TPU flags to run on this machine's CPU "
-          "or GPU") from error
+          "--tpu=grpc://IP:8470, or leave out the TPU flags (after a TPU --flagfile: give "
+          "--use_tpu=False) to run on this machine's CPU or GPU") from error
     raise BertTfError(f"cannot initialise {what}: {_first_line(error)}") from error
   return tf.distribute.TPUStrategy(resolver)

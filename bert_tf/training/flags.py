@@ -24,6 +24,7 @@ aliases and the new flags they stand for default to None so that the resolver ca
 import dataclasses
 import functools
 import inspect
+import sys
 
 from absl import flags
 
@@ -100,8 +101,10 @@ def define_distribution_flags(flag_values=FLAGS):
       f"Default {distribution.DEFAULT_WORKER_START_TIMEOUT_S}.", flag_values=fv)
   # The original's flags, kept as aliases.
   flags.DEFINE_bool(
-      "use_tpu", None, "Original flag: --use_tpu=True means --distribution_strategy=tpu.",
-      flag_values=fv)
+      "use_tpu", None,
+      "Original flag: --use_tpu=True means --distribution_strategy=tpu. Given after "
+      "--distribution_strategy and --tpu (after a TPU --flagfile), it overrides them: "
+      "--use_tpu=False then runs without a TPU.", flag_values=fv)
   flags.DEFINE_string(
       "tpu_name", None, "Original flag: the same as --tpu.", flag_values=fv)
   flags.DEFINE_string(
@@ -267,10 +270,50 @@ def model_config(config, flag_values=FLAGS):
                              attention_implementation=flag_values.attention_implementation)
 
 
-def distribution_args(flag_values=FLAGS):
-  """Parsed distribution flags -> ``distribution.DistributionArgs`` (aliases resolved)."""
+def distribution_args(flag_values=FLAGS, argv=None):
+  """Parsed distribution flags -> ``distribution.DistributionArgs`` (aliases resolved).
+
+  ``argv``: the command line the flags were parsed from (default ``sys.argv``, what the
+  scripts parse), read only for which flags came before --use_tpu, which it overrides (see
+  ``resolve_distribution_args``): ``--flagfile=tpu_configs/FILE.flags --use_tpu=False`` runs a
+  TPU flag file without a TPU. If ``argv`` does not hold the flags ``flag_values`` was given
+  (they were parsed from another list), the order is unknown and a disagreement stays an
+  error."""
   return distribution.resolve_distribution_args(
-      **{name: flag_values[name].value for name in _DISTRIBUTION_FLAGS})
+      **{name: flag_values[name].value for name in _DISTRIBUTION_FLAGS},
+      given_before_use_tpu=_given_before_use_tpu(
+          flag_values, sys.argv if argv is None else argv))
+
+
+# The flags a later --use_tpu overrides.
+_USE_TPU_OVERRIDES = ("distribution_strategy", "tpu")
+
+
+def _given_before_use_tpu(flag_values, argv):
+  """The names of ``_USE_TPU_OVERRIDES`` whose last occurrence in ``argv``, its flag files
+  expanded in place, comes before the last --use_tpu (absl parses them in that order, and a
+  flag given again takes its last value). Empty when the order cannot be told."""
+  try:
+    expanded = flag_values.read_flags_from_files(list(argv[1:]), force_gnu=False)
+  except (flags.Error, OSError):
+    return ()
+  last = {}
+  for index, arg in enumerate(expanded):
+    if arg == "--":
+      break
+    if not arg.startswith("-"):
+      continue
+    name = arg.lstrip("-").split("=", 1)[0]
+    name = "use_tpu" if name == "nouse_tpu" else name
+    if name in ("use_tpu",) + _USE_TPU_OVERRIDES:
+      last[name] = index
+  for name in ("use_tpu",) + _USE_TPU_OVERRIDES:
+    if (name in last) != bool(flag_values[name].present):
+      return ()  # not the command line these values came from
+  if "use_tpu" not in last:
+    return ()
+  return tuple(name for name in _USE_TPU_OVERRIDES
+               if name in last and last[name] < last["use_tpu"])
 
 
 def optimizer_kwargs(flag_values=FLAGS):

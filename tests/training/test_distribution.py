@@ -59,23 +59,56 @@ def test_original_ignores_tpu_flags_without_use_tpu():
     ({"use_tpu": True, "distribution_strategy": "mirrored"},
      "--use_tpu=True conflicts with --distribution_strategy=mirrored"),
     ({"use_tpu": False, "distribution_strategy": "tpu"},
-     "--use_tpu=False conflicts with --distribution_strategy=tpu"),
+     "--use_tpu=False conflicts with --distribution_strategy=tpu: to run without a TPU, give "
+     "--use_tpu=False after them (after the --flagfile that sets them), or "
+     "--distribution_strategy=default instead"),
+    # A TPU flag file's two flags, --use_tpu=False given before them: the whole fix at once.
+    ({"use_tpu": False, "distribution_strategy": "tpu", "tpu": "local"},
+     "--use_tpu=False conflicts with --distribution_strategy=tpu and --tpu=local: to run "
+     "without a TPU, give --use_tpu=False after them (after the --flagfile that sets them), "
+     "or --distribution_strategy=default --tpu= instead"),
+    ({"use_tpu": False, "tpu": "local"}, "--tpu=local conflicts with --use_tpu=False"),
     ({"tpu": "a", "tpu_name": "b"}, "--tpu=a conflicts with --tpu_name=b"),
     ({"use_tpu": True, "tpu_name": "a", "master": "grpc://1.2.3.4:8470"},
      "--tpu_name=a conflicts with --master=grpc://1.2.3.4:8470"),
     ({"steps_per_loop": 10, "iterations_per_loop": 20},
      "--steps_per_loop=10 conflicts with --iterations_per_loop=20"),
     ({"distribution_strategy": "mirrored", "tpu": "a"},
-     "--tpu=a needs --distribution_strategy=tpu"),
+     "--tpu=a needs --distribution_strategy=tpu (got mirrored): to run without a TPU, also "
+     "give --tpu= (empty), or give --use_tpu=False after --tpu"),
     ({"distribution_strategy": "gpu"}, "--distribution_strategy=gpu is not one of"),
     ({"iterations_per_loop": 0}, "--steps_per_loop must be >= 1, got 0"),
     ({"num_gpus": -1}, "--num_gpus must be >= 0"),
     ({"use_tpu": True, "tpu_job_name": " "}, "--tpu_job_name is empty"),
 ])
 def test_conflicts_are_one_line_errors(kwargs, message):
-  with pytest.raises(BertTfError, match=message.replace("+", r"\+")) as error:
+  with pytest.raises(BertTfError, match=re.escape(message)) as error:
     resolve_distribution_args(**kwargs)
   assert "\n" not in str(error.value)
+
+
+def test_use_tpu_given_after_the_strategy_flags_overrides_them():
+  # A TPU flag file (--distribution_strategy=tpu --tpu=local), then --use_tpu=False: no TPU.
+  assert resolve_distribution_args(
+      distribution_strategy="tpu", tpu="local", use_tpu=False, tpu_zone="z", num_tpu_cores=8,
+      given_before_use_tpu=("distribution_strategy", "tpu")) == DistributionArgs()
+  # A strategy given after it still counts: here it agrees.
+  assert resolve_distribution_args(
+      distribution_strategy="mirrored", tpu="local", use_tpu=False,
+      given_before_use_tpu=("tpu",)).distribution_strategy == "mirrored"
+  # --use_tpu=True after another strategy: the TPU.
+  args = resolve_distribution_args(distribution_strategy="mirrored", use_tpu=True,
+                                   tpu_name="my-tpu",
+                                   given_before_use_tpu=("distribution_strategy",))
+  assert (args.distribution_strategy, args.tpu) == ("tpu", "my-tpu")
+  # Given after --use_tpu, the others decide: a disagreement is the error, as without order.
+  with pytest.raises(BertTfError, match="--tpu=local conflicts with --use_tpu=False"):
+    resolve_distribution_args(distribution_strategy="tpu", tpu="local", use_tpu=False,
+                              given_before_use_tpu=("distribution_strategy",))
+  with pytest.raises(BertTfError, match="--use_tpu=False conflicts with "
+                                        "--distribution_strategy=tpu: "):
+    resolve_distribution_args(distribution_strategy="tpu", tpu="local", use_tpu=False,
+                              given_before_use_tpu=("tpu",))
 
 
 def test_default_one_device_and_mirrored_on_logical_cpus():

@@ -111,6 +111,39 @@ def test_alias_conflict_names_both_flags():
     training_flags.distribution_args(fv)
 
 
+def test_use_tpu_false_after_a_tpu_flag_file_runs_without_a_tpu(tmp_path):
+  """A TPU flag file's --distribution_strategy=tpu --tpu=local (as tpu_configs/ writes them),
+  then --use_tpu=False on the command line: no TPU, as absl lets any later flag override the
+  file's. Before the file it is an error naming the whole fix."""
+  flagfile = tmp_path / "tpu.flags"
+  flagfile.write_text("--distribution_strategy=tpu\n--tpu=local\n--steps_per_loop=1000\n")
+  for no in ("--use_tpu=False", "--nouse_tpu"):
+    argv = ["prog", f"--flagfile={flagfile}", no]
+    fv = flags.FlagValues()
+    training_flags.define_training_flags(fv)
+    fv(argv)
+    assert training_flags.distribution_args(fv, argv) == distribution.DistributionArgs(
+        steps_per_loop=1000)
+    # GPUs instead: a strategy after the file, before or after --use_tpu=False.
+    for extra in (["--distribution_strategy=mirrored", no], [no, "--distribution_strategy="
+                                                               "mirrored"]):
+      argv = ["prog", f"--flagfile={flagfile}", *extra]
+      fv(argv)
+      assert training_flags.distribution_args(fv, argv).distribution_strategy == "mirrored"
+  argv = ["prog", "--use_tpu=False", f"--flagfile={flagfile}"]
+  fv(argv)
+  with pytest.raises(BertTfError) as error:
+    training_flags.distribution_args(fv, argv)
+  assert str(error.value) == (
+      "--use_tpu=False conflicts with --distribution_strategy=tpu and --tpu=local: to run "
+      "without a TPU, give --use_tpu=False after them (after the --flagfile that sets them), "
+      "or --distribution_strategy=default --tpu= instead")
+  # Values parsed from another list than argv: the order is unknown, no override.
+  fv(["prog", f"--flagfile={flagfile}", "--use_tpu=False"])
+  with pytest.raises(BertTfError, match="--use_tpu=False conflicts"):
+    training_flags.distribution_args(fv, ["prog", f"--flagfile={flagfile}"])
+
+
 def test_optimizer_kwargs_build_the_optimizer():
   defaults = training_flags.optimizer_kwargs(_parsed([]))
   assert defaults == {

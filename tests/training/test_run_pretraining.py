@@ -188,3 +188,25 @@ def test_pretraining_warmup_longer_than_the_run_is_said(tmp_path, workdir):
   assert ("warning: --num_warmup_steps 5 is more than --num_train_steps 2: the learning rate "
           "rises through the whole run, to about 0.0008 at its end, and never reaches "
           "--learning_rate 0.002") in lines
+
+
+def test_a_tpu_flag_file_runs_on_cpu_with_use_tpu_false_after_it(workdir, tmp_path):
+  """tpu_configs/README.md's way to try a flag file without a TPU: the file, then
+  --use_tpu=False and smaller settings. Given before the file, --use_tpu=False is one line
+  that names the whole fix."""
+  flagfile = f"--flagfile={ROOT}/tpu_configs/bert_base_phase1_v3-8.flags"
+  command = _command(workdir, tmp_path / "cpu", 2, ["--use_tpu=False", "--dtype=float32",
+                                                    "--max_eval_steps=2"])
+  command.insert(2, flagfile)
+  result = warm.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (tmp_path / "cpu" / "google" / "bert_model.ckpt.index").exists()
+  assert (tmp_path / "cpu" / "eval_results.txt").exists()  # the file's --do_eval=True
+  command = _command(workdir, tmp_path / "o", 2)
+  command[2:2] = ["--use_tpu=False", flagfile]
+  result = warm.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600, env=_env())
+  assert result.returncode == 1 and "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "run_pretraining.py: error: --use_tpu=False conflicts with --distribution_strategy=tpu "
+      "and --tpu=local: to run without a TPU, give --use_tpu=False after them (after the "
+      "--flagfile that sets them), or --distribution_strategy=default --tpu= instead")
