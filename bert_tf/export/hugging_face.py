@@ -30,15 +30,16 @@ the two renames keeps it aside as ``<output_dir>.previous.tmp-<pid>-<8 hex>``, a
 export to ``output_dir`` puts it back first).
 """
 
+import functools
 import json
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, paths, tokenization
+from bert_tf import tokenization
 from bert_tf.errors import BertTfError
-from bert_tf.export import swap
+from bert_tf.export import folder_exports, swap
 
 # What an export writes (a folder holding only these is a previous export).
 FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
@@ -76,6 +77,9 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
   """
   from bert_tf import inference  # pylint: disable=import-outside-toplevel
+  model = folder_exports.loaded(model, functools.partial(check_output_dir, output_dir, overwrite,
+                                                        model), config_file, vocab_file,
+                               do_lower_case)
   fine_tuned_length = None
   if isinstance(model, inference.InferenceModel):
     keras_model, tokenizer, lower = model.model, model.tokenizer, model.do_lower_case
@@ -85,16 +89,12 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
     fine_tuned_length = (model.classifier_info or model.token_classifier_info or {}).get(
         "max_seq_length")
     heads = (model.has_masked_lm, model.has_next_sentence, model.has_pooler)
-    task = _fine_tuned(model)
+    task = folder_exports.fine_tuned(model, "export_hugging_face")
     if task is not None:
       keras_model, labels, multi_label = task[0], labels or task[1], task[2]
-  elif hasattr(model, "weights") and hasattr(model, "config"):
-    keras_model, tokenizer, lower, heads = _from_keras(model, vocab_file, do_lower_case)
   else:
-    check_output_dir(output_dir, overwrite, model)  # before the load (a download, maybe)
-    loaded = inference.load(model, config_file=config_file, vocab_file=vocab_file,
-                            do_lower_case=do_lower_case)
-    return export_hugging_face(loaded, output_dir, overwrite=overwrite)
+    keras_model, tokenizer, lower, heads = folder_exports.from_keras(
+        model, vocab_file, do_lower_case, "export_hugging_face")
   check_output_dir(output_dir, overwrite)
   tensors, architecture = hugging_face_tensors(keras_model, *heads)
   config = keras_model.config.to_hugging_face_dict(architectures=[architecture])
@@ -126,35 +126,6 @@ def export_hugging_face(model, output_dir, *, overwrite=False, config_file=None,
   return output_dir
 
 
-def _fine_tuned(bert):
-  """``(task model, label names, multi-label)`` of a loaded folder fine-tuned by
-  run_classifier.py or run_ner.py (its ``classifier.json`` / ``token_classifier.json``), or by
-  run_squad.py (its checkpoint holds the ``cls/squad`` head, which the encoder's load left
-  unused: it was written as a ``BertModel``, transformers' BertForQuestionAnswering then
-  drawing a random head with only a warning), or None."""
-  if bert.token_classifier_info is not None:
-    bert._tagger_fn()  # pylint: disable=protected-access
-    return (bert._tagger[0],  # pylint: disable=protected-access
-            bert.token_classifier_info["labels"], False)
-  if bert.classifier_info is not None:
-    bert._classifier_fn()  # pylint: disable=protected-access
-    info = bert.classifier_info
-    return (bert._classifier[0],  # pylint: disable=protected-access
-            None if info.get("is_regression") else info["labels"],
-            bool(info.get("multi_label")))
-  report = bert.load_report
-  if report is not None and any(name.startswith("cls/squad/") for name in report.unexpected):
-    from bert_tf.modeling import BertSpanLabeler  # pylint: disable=import-outside-toplevel
-    from bert_tf.modeling import checkpoints  # pylint: disable=import-outside-toplevel
-    model = BertSpanLabeler(bert.config)
-    loaded = checkpoints.load_weights(model, bert.weights_path)
-    if loaded.missing:  # (not expected: the encoder loaded from the same checkpoint)
-      raise BertTfError(f"export_hugging_face: {bert.source}: the question-answering model "
-                        f"misses {', '.join(loaded.missing)}")
-    return model, None, False
-  return None
-
-
 def _label_fields(model, architecture, labels, multi_label=False):
   """config.json's ``num_labels`` fields of a task model: ``id2label``/``label2id`` (names
   from ``labels``, else transformers' default ``LABEL_<i>``), and a sequence classifier's
@@ -173,21 +144,6 @@ def _label_fields(model, architecture, labels, multi_label=False):
     fields["problem_type"] = ("regression" if count == 1 else "multi_label_classification"
                               if multi_label else "single_label_classification")
   return fields
-
-
-def _from_keras(model, vocab_file, do_lower_case):
-  """``(model, tokenizer, do_lower_case, (masked LM, next sentence, pooler))`` of a Keras model."""
-  from bert_tf import casing  # pylint: disable=import-outside-toplevel
-  from bert_tf.modeling import BertPretrainer  # pylint: disable=import-outside-toplevel
-  if not vocab_file:
-    raise BertTfError("export_hugging_face: a Keras model needs vocab_file= (its vocab.txt)")
-  vocab = tokenization.load_vocab(vocab_file)
-  tokenization.check_vocab_size(vocab_file, tokenization.vocab_size(vocab), model.config.vocab_size)
-  lower, _ = casing.resolve_do_lower_case(os.path.dirname(vocab_file) or ".", vocab,
-                                          do_lower_case, vocab_file=vocab_file)
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
-  pretrainer = isinstance(model, BertPretrainer)
-  return model, tokenizer, lower, (pretrainer, pretrainer, True)
 
 
 def hugging_face_tensors(model, masked_lm=True, next_sentence=True, pooler=True):
@@ -238,34 +194,5 @@ def is_previous_export(path):
 def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):
   """Raises a one-line ``BertTfError`` unless an export to ``output_dir`` loses nothing: a new
   or empty folder, or a previous export with ``overwrite``; never the folder of ``model`` (a
-  path being exported), nor the working folder. ``name``: what the messages call the folder
-  (the command line's ``--output_dir``)."""
-  if not output_dir:
-    raise BertTfError(f"no {name} given")
-  if (isinstance(model, (str, os.PathLike)) and not fileio.is_remote(str(model)) and
-      not fileio.is_remote(str(output_dir)) and os.path.exists(model) and
-      os.path.realpath(model if os.path.isdir(model) else os.path.dirname(model)) ==
-      os.path.realpath(output_dir)):
-    raise BertTfError(f"{name} {output_dir!r} is the folder of the model exported "
-                      f"({str(model)!r}): give the export a folder of its own")
-  swap.check_not_around_working_folder(output_dir, name)
-  paths.check_writable(name, output_dir, is_folder=True)  # e.g. a file on its path
-  swap.restore_interrupted_overwrite(output_dir, is_previous_export)
-  # A killed export's half-made folder (``<output_dir>.tmp-<pid>-<hex>``), also when this run
-  # is then refused: it stayed until a later export went through.
-  fileio.remove_stale_temps(output_dir)
-  if not tf.io.gfile.exists(output_dir):
-    return
-  if not tf.io.gfile.isdir(output_dir):
-    raise BertTfError(f"{name} {output_dir!r} exists and is not a directory; give a new "
-                      "path")
-  entries = sorted(name.rstrip("/") for name in tf.io.gfile.listdir(output_dir))
-  if not entries:
-    return
-  if not is_previous_export(output_dir):
-    raise BertTfError(f"{name} {output_dir!r} is a folder with other files in it (e.g. "
-                      f"{entries[0]!r}); nothing was written: give a new or empty folder")
-  if not overwrite:
-    how = "--overwrite" if name.startswith("--") else "overwrite=True"
-    raise BertTfError(f"{name} {output_dir!r} holds a previous export: pass {how} to replace "
-                      "it, or give a new path")
+  path being exported), nor the working folder (``folder_exports.check_output_dir``)."""
+  folder_exports.check_output_dir(output_dir, overwrite, is_previous_export, model, name)

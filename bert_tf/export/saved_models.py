@@ -446,10 +446,10 @@ def _classifier(model, labels, multi_label, do_lower_case, max_seq_length, funct
   """``(BertClassifier, labels, multi_label, do_lower_case, max_seq_length)`` of ``model``
   and the arguments given (see ``export_classifier``)."""
   from bert_tf import inference  # pylint: disable=import-outside-toplevel
-  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
+  from bert_tf.export import folder_exports  # pylint: disable=import-outside-toplevel
   from bert_tf.modeling import BertClassifier  # pylint: disable=import-outside-toplevel
   if isinstance(model, inference.InferenceModel):
-    task = (hugging_face._fine_tuned(model)  # pylint: disable=protected-access
+    task = (folder_exports.fine_tuned(model, function)
             if model.classifier_info is not None else None)
     if task is None:
       raise BertTfError(f"{function}: {model.source} is not a classifier fine-tuned by "
