@@ -291,6 +291,21 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
       ``<name>/adam_v`` when it offers ``google_slots(variable)``.
     global_step: optional int, written as ``global_step`` (int64).
     extra: optional ``{name: array}`` of further tensors.
+  Returns the prefix. Written as ``write_google_checkpoint`` writes.
+  """
+  tensors = {name: variable.numpy() for name, variable in google_variable_map(model).items()}
+  if optimizer is not None and hasattr(optimizer, "google_slots"):
+    for name, variable in google_variable_map(model).items():
+      for suffix, slot in optimizer.google_slots(variable).items():
+        tensors[f"{name}/{suffix}"] = np.asarray(slot)
+  tensors.update(extra or {})
+  return write_google_checkpoint(tensors, path, global_step)
+
+
+def write_google_checkpoint(tensors, path, global_step=None):
+  """Writes ``{google_name: array}`` (and ``global_step``, int64, when given) as a TF1
+  checkpoint at the prefix ``path``, with a ``checkpoint`` file naming it beside it.
+
   Returns the prefix. Files are written in a temporary folder beside them (``<path>.tmp-<pid>-
   <8 hex>/``, the pattern of ``fileio.temp_name``: the next export removes one that a killed
   export left) and renamed out when whole (index last), so a reader never sees a
@@ -298,14 +313,9 @@ def save_google_checkpoint(model, path, optimizer=None, global_step=None, extra=
   ``path`` (a re-export) loses its index first, so a kill between the renames leaves no
   loadable checkpoint there (the next export writes it whole), never old index over new data.
   """
-  tensors = {name: variable.numpy() for name, variable in google_variable_map(model).items()}
-  if optimizer is not None and hasattr(optimizer, "google_slots"):
-    for name, variable in google_variable_map(model).items():
-      for suffix, slot in optimizer.google_slots(variable).items():
-        tensors[f"{name}/{suffix}"] = np.asarray(slot)
+  tensors = dict(tensors)
   if global_step is not None:
     tensors["global_step"] = np.asarray(global_step, np.int64)
-  tensors.update(extra or {})
   directory = os.path.dirname(path)
   if directory:
     tf.io.gfile.makedirs(directory)
@@ -457,6 +467,35 @@ def read_bert_tf_checkpoint(prefix):
   except (tf.errors.OpError, ValueError, IndexError) as e:
     raise BertTfError(f"checkpoint {prefix!r} is unreadable (truncated or corrupt?): "
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
+
+
+# A bert_tf training checkpoint's step: its optimizer's (float16 runs of before: the inner
+# optimizer's); ckpt-N is saved at step N.
+_TRAINING_STEP = re.compile(r"^optimizer/(inner_optimizer/)?_?iterations/\.ATTRIBUTES/"
+                            r"VARIABLE_VALUE$")
+
+
+def checkpoint_step(prefix):
+  """The training step of the TF checkpoint ``prefix``: Google's ``global_step``, or a bert_tf
+  training checkpoint's (the N of its ``ckpt-N``); None when it has none (a checkpoint saved
+  without one, Hugging Face weights)."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in sorted(reader.get_variable_to_shape_map()):
+      if name == "global_step" or _TRAINING_STEP.match(name):
+        return int(reader.get_tensor(name))
+  except (tf.errors.OpError, ValueError, IndexError, TypeError):
+    return None
+  return None
+
+
+def read_model_tensors(prefix):
+  """``{google_name: np.ndarray}`` of the model weights in a TF checkpoint, Google's or a bert_tf
+  training checkpoint (no optimizer slots nor step counters)."""
+  if is_bert_tf_checkpoint(prefix):
+    return read_bert_tf_checkpoint(prefix)
+  _, values = read_google_checkpoint(prefix)
+  return {name: value for name, value in values.items() if not _NON_MODEL.search(name)}
 
 
 def load_bert_tf_checkpoint(model, prefix, allow_missing_encoder=False):
