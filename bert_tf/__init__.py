@@ -16,12 +16,15 @@ _quiet.setup_library()
 
 
 def __getattr__(name):
-  # ``bert_tf.load`` and ``bert_tf.export_hugging_face`` without importing TensorFlow at
-  # ``import bert_tf``.
+  # ``bert_tf.load``, ``bert_tf.export_hugging_face`` and ``bert_tf.export_google`` without
+  # importing TensorFlow at ``import bert_tf``.
   if name == "load":
     from bert_tf.inference import load  # pylint: disable=import-outside-toplevel
     return load
   if name == "export_hugging_face":
     from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
     return hugging_face.export_hugging_face
+  if name == "export_google":
+    from bert_tf.export import google  # pylint: disable=import-outside-toplevel
+    return google.export_google
   raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")

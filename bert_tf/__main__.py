@@ -8,6 +8,7 @@
   bert_tf embed --model=DIR --input_file=lines.txt --plot=pca.html   # hover a point to read it
   bert_tf attention --model=DIR "The cat sat." --output_html=heads.html --output_png=heads.png
   bert_tf export-hf --model=bert-base-uncased --output_dir=bert-base-uncased-hf
+  bert_tf export-google --model=pretraining_output/ckpt-20000 --output_dir=bert-20000
   bert_tf classify --model=DIR "Lowest rates - act now" "Re: the build script"  # fine-tuned
   bert_tf tag --model=DIR "Joel Grus lives in Seattle ."   # fine-tuned by run_ner.py
 
@@ -164,13 +165,18 @@ def _parser():
                    help="Side of one PNG heatmap (default: grows with the token count).")
   att.add_argument("--dpi", type=int, default=100)
 
-  export = commands.add_parser("export-hf", parents=[common],
-                               help="Write the model as a Hugging Face folder (transformers).")
-  export.add_argument("--output_dir", required=True,
-                      help="New or empty folder: model.safetensors, config.json, vocab.txt, "
-                      "tokenizer_config.json, special_tokens_map.json.")
-  export.add_argument("--overwrite", action="store_true",
-                      help="Replace a previous export at --output_dir (nothing else).")
+  for command, help_text, files in (
+      ("export-hf", "Write the model as a Hugging Face folder (transformers).",
+       "model.safetensors, config.json, vocab.txt, tokenizer_config.json, "
+       "special_tokens_map.json"),
+      ("export-google", "Write the model (e.g. a training run's ckpt-N) in Google's layout, "
+       "for Google's own code.",
+       "bert_model.ckpt (Google's names), bert_config.json, vocab.txt; a fine-tuned folder's "
+       "classifier.json or token_classifier.json")):
+    export = commands.add_parser(command, parents=[common], help=help_text)
+    export.add_argument("--output_dir", required=True, help=f"New or empty folder: {files}.")
+    export.add_argument("--overwrite", action="store_true",
+                        help="Replace a previous export at --output_dir (nothing else).")
   return parser
 
 
@@ -382,12 +388,20 @@ def _attention(args, out):
     out.write(f"wrote {path}\n")
 
 
-def _export_hf(args, out):
-  from bert_tf.export import hugging_face  # pylint: disable=import-outside-toplevel
-  hugging_face.check_output_dir(args.output_dir, args.overwrite, args.model,
-                                "--output_dir")  # before loading
+def _export(args, out):
+  """export-hf and export-google: the output folder checked before the model loads (it may be
+  a download), then the export."""
+  from bert_tf.export import google, hugging_face  # pylint: disable=import-outside-toplevel
+  if args.command == "export-google":
+    check, export = google.check_output_dir, google.export_google
+  else:
+    check, export = hugging_face.check_output_dir, hugging_face.export_hugging_face
+  check(args.output_dir, args.overwrite, args.model, "--output_dir")  # before loading
   bert = _load(args)
-  hugging_face.export_hugging_face(bert, args.output_dir, overwrite=args.overwrite)
+  if args.command == "export-google":
+    for note in google.google_incompatibilities(bert.config):
+      print(f"{PROG}: note: {note}", file=sys.stderr)
+  export(bert, args.output_dir, overwrite=args.overwrite)
   out.write(f"wrote {args.output_dir}\n")
 
 
@@ -419,8 +433,8 @@ def _check_paths(args):
 
 
 _COMMANDS = {"fill-mask": _fill_mask, "next-sentence": _next_sentence, "embed": _embed,
-             "attention": _attention, "export-hf": _export_hf, "classify": _classify,
-             "tag": _tag}
+             "attention": _attention, "export-hf": _export, "export-google": _export,
+             "classify": _classify, "tag": _tag}
 
 
 def main(argv=None, out=None):

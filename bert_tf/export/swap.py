@@ -1,6 +1,7 @@
 """Writing an export folder whole, and replacing a previous export without a moment of loss:
-the one swap that the SavedModel exports (``saved_models.write_atomically``) and the Hugging
-Face export (``hugging_face.export_hugging_face``) go through.
+the one swap that the SavedModel exports (``saved_models.write_atomically``), the Hugging
+Face export (``hugging_face.export_hugging_face``) and the Google export
+(``google.export_google``) go through.
 
 An export of ``<target>`` is written into ``<target>.tmp-<pid>-<8 hex>`` (``fileio.temp_name``)
 beside it; when whole, the previous export (if any) is renamed aside to

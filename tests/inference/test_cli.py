@@ -143,7 +143,7 @@ def test_embed_json_lines(tiny_google, tiny_bert, capsys, tmp_path):
      "model's name"),
     (["tokenize", "--model=m"], "bert_tf: error: argument COMMAND: invalid choice: 'tokenize' "
                                 "(choose from 'fill-mask', 'next-sentence', 'embed', 'classify', "
-                                "'tag', 'attention', 'export-hf')"),
+                                "'tag', 'attention', 'export-hf', 'export-google')"),
 ])
 def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line, tmp_path,
                                                          monkeypatch):

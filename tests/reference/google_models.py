@@ -49,6 +49,32 @@ def random_pretraining_features(config, batch_size=3, seq_length=12, num_predict
   }
 
 
+def google_pretraining_graph(config_dict, features):
+  """The original's pretraining graph (``modeling.BertModel``, ``is_training=False``, and
+  ``run_pretraining``'s masked-LM and next-sentence heads) on ``features``, built in the
+  current graph: ``{name: tensor}`` of its outputs."""
+  modeling = google("modeling")
+  run_pretraining = google("run_pretraining")
+  config = modeling.BertConfig.from_dict(config_dict)
+  inputs = {k: tf1.constant(v) for k, v in features.items()}
+  model = modeling.BertModel(config=config, is_training=False,
+                             input_ids=inputs["input_ids"], input_mask=inputs["input_mask"],
+                             token_type_ids=inputs["segment_ids"])
+  mlm_loss, mlm_example_loss, mlm_log_probs = run_pretraining.get_masked_lm_output(
+      config, model.get_sequence_output(), model.get_embedding_table(),
+      inputs["masked_lm_positions"], inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+  nsp_loss, nsp_example_loss, nsp_log_probs = run_pretraining.get_next_sentence_output(
+      config, model.get_pooled_output(), inputs["next_sentence_labels"])
+  return {"sequence_output": model.get_sequence_output(),
+          "pooled_output": model.get_pooled_output(),
+          "embedding_output": model.get_embedding_output(),
+          "encoder_outputs": model.get_all_encoder_layers(),
+          "masked_lm_loss": mlm_loss, "masked_lm_example_loss": mlm_example_loss,
+          "masked_lm_log_probs": mlm_log_probs,
+          "next_sentence_loss": nsp_loss, "next_sentence_example_loss": nsp_example_loss,
+          "next_sentence_log_probs": nsp_log_probs}
+
+
 def run_google_pretraining(config_dict, features, save_path=None, restore_path=None, seed=1,
                            randomize=True):
   """Builds the original pretraining graph and evaluates it (``is_training=False``).
@@ -57,21 +83,10 @@ def run_google_pretraining(config_dict, features, save_path=None, restore_path=N
   zero or one) unless ``restore_path`` is given. Returns a dict of numpy outputs; if
   ``save_path`` is given the variables are saved there first with the original's names.
   """
-  modeling = google("modeling")
-  run_pretraining = google("run_pretraining")
   graph = tf.Graph()
   with graph.as_default():
     tf1.set_random_seed(seed)
-    config = modeling.BertConfig.from_dict(config_dict)
-    inputs = {k: tf1.constant(v) for k, v in features.items()}
-    model = modeling.BertModel(config=config, is_training=False,
-                               input_ids=inputs["input_ids"], input_mask=inputs["input_mask"],
-                               token_type_ids=inputs["segment_ids"])
-    mlm_loss, mlm_example_loss, mlm_log_probs = run_pretraining.get_masked_lm_output(
-        config, model.get_sequence_output(), model.get_embedding_table(),
-        inputs["masked_lm_positions"], inputs["masked_lm_ids"], inputs["masked_lm_weights"])
-    nsp_loss, nsp_example_loss, nsp_log_probs = run_pretraining.get_next_sentence_output(
-        config, model.get_pooled_output(), inputs["next_sentence_labels"])
+    outputs = google_pretraining_graph(config_dict, features)
     variables = tf1.global_variables()
     saver = tf1.train.Saver(variables)
     with tf1.Session(graph=graph) as sess:
@@ -90,15 +105,6 @@ def run_google_pretraining(config_dict, features, save_path=None, restore_path=N
             v.load(value.astype(np.float32), sess)
       if save_path:
         saver.save(sess, save_path)
-      fetched = sess.run({
-          "sequence_output": model.get_sequence_output(),
-          "pooled_output": model.get_pooled_output(),
-          "embedding_output": model.get_embedding_output(),
-          "encoder_outputs": model.get_all_encoder_layers(),
-          "masked_lm_loss": mlm_loss, "masked_lm_example_loss": mlm_example_loss,
-          "masked_lm_log_probs": mlm_log_probs,
-          "next_sentence_loss": nsp_loss, "next_sentence_example_loss": nsp_example_loss,
-          "next_sentence_log_probs": nsp_log_probs,
-      })
+      fetched = sess.run(outputs)
       fetched["variable_names"] = sorted(v.op.name for v in variables)
   return fetched
