@@ -185,4 +185,3 @@ def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):
   or empty folder, or a previous export with ``overwrite``; never the folder of ``model`` (a
   path being exported), nor the working folder (``folder_exports.check_output_dir``)."""
   folder_exports.check_output_dir(output_dir, overwrite, is_previous_export, model, name)
-
