@@ -7,6 +7,7 @@ checkpoint. Scripts print its message on one line and exit non-zero, with no tra
 
 
 import errno
+import re
 
 
 class BertTfError(Exception):
@@ -18,6 +19,8 @@ _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
                        errno.EFBIG}
 _ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
                       "Read-only file system", "Permission denied")
+# A path of a remote file system TensorFlow reads (a bucket of the TPU flag files, say).
+_REMOTE_PATH = re.compile(r"\b(?:gs|s3|hdfs)://[^\s'\"]+")
 
 
 def environment_error(error):
@@ -35,6 +38,16 @@ def environment_error(error):
     first = str(getattr(error, "message", error)).strip().splitlines()
     if first and any(text in first[0] for text in _ENVIRONMENT_TEXTS):
       return first[0]
+  if (type(error).__module__.startswith("tensorflow") and type(error).__name__ in (
+      "FailedPreconditionError", "UnavailableError", "PermissionDeniedError",
+      "UnauthenticatedError", "DeadlineExceededError", "AbortedError")):
+    # A bucket that cannot be reached (no network, no credentials, a placeholder name):
+    # TensorFlow's first line says why, a later one names the path.
+    text = str(getattr(error, "message", error)).strip()
+    path = _REMOTE_PATH.search(text)
+    if path:
+      first = text.splitlines()[0]
+      return first if path.group(0) in first else f"{path.group(0)}: {first}"
   return None
 
 

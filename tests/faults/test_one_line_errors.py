@@ -490,6 +490,18 @@ def test_a_full_disk_or_read_only_folder_is_one_line():
   assert environment_error(full) == "/o/m.safetensors; No space left on device"
   oom = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
   assert environment_error(oom) is None
+  # A bucket out of reach (TensorFlow's message when the network is off; a TPU flag file's
+  # placeholder gs://YOUR_BUCKET): its path and why, on one line (helper-52: a traceback).
+  unreachable = tf.errors.FailedPreconditionError(None, None, (
+      "Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve hostname', "
+      "error details: Could not resolve host: www.googleapis.com\n"
+      "\t when reading metadata of gs://YOUR_BUCKET/bert_config.json"))
+  assert environment_error(unreachable) == (
+      "gs://YOUR_BUCKET/bert_config.json: Error executing an HTTP request: libcurl code 6 "
+      "meaning 'Could not resolve hostname', error details: Could not resolve host: "
+      "www.googleapis.com")
+  assert environment_error(tf.errors.FailedPreconditionError(
+      None, None, "Attempting to use uninitialized value bert/x")) is None
   code = ("import errno, sys\n"
           "sys.argv = ['write.py']\n"
           "from bert_tf import cli\n"
