@@ -53,8 +53,8 @@ from bert_tf.training import preflight
 from bert_tf.training import xla_cache
 # Resuming lives in training.resume; these names are part of loop's interface.
 from bert_tf.training.resume import (  # noqa: F401  pylint: disable=unused-import
-    clean_save_leftovers, continue_original_run, has_checkpoint, latest_checkpoint,
-    original_checkpoints, restore_newest_readable)
+    clean_save_leftovers, continue_original_run, has_checkpoint, keep_original_checkpoints,
+    latest_checkpoint, original_checkpoints, restore_newest_readable)
 
 
 # Every run builds its Trainer's loop functions and its evaluation step anew and traces each
@@ -462,7 +462,9 @@ class Trainer:
     finite (``loss``, the loop's mean, is then not finite: only then is the step fetched), or
     the weights are not (a finite loss whose update overflowed), before anything is saved:
     the latest checkpoint stays the last finite one."""
-    step = int(self._non_finite_step.numpy()) if not np.isfinite(loss) else -1
+    step = -1
+    if not np.isfinite(loss) and self._non_finite_step is not None:  # (None: no step ran)
+      step = int(self._non_finite_step.numpy())
     if step >= 0:
       what = f"the loss is not finite at step {step}"
     elif not bool(_all_finite(self.model.trainable_variables)):
@@ -537,14 +539,21 @@ class Trainer:
     continued = None if resumed else continue_original_run(
         self.model, getattr(self.optimizer, "inner_optimizer", self.optimizer), c.model_dir,
         progress)
-    if continued and is_writer:
-      # Its `checkpoint` state file names its model.ckpt-N: a manager reading it deletes them
-      # in turn with its own (keep_checkpoint_max) where it also records their times. Without
-      # it, a kill before the first save of bert_tf's own continues from model.ckpt-N again
-      # (found by its index).
-      state_file = os.path.join(c.model_dir, "checkpoint")
-      if tf.io.gfile.exists(state_file):
-        tf.io.gfile.remove(state_file)
+    if continued:
+      if is_writer:
+        keep_original_checkpoints(c.model_dir)
+      # Its input starts over, as the original's did on a restart: the batches read so far
+      # (step + this) are none yet; later resumes of bert_tf's own checkpoints skip those read
+      # since.
+      self._skipped_updates.assign(-int(self.optimizer.iterations.numpy()))
+    elif resumed:
+      newer = [p for p in original_checkpoints(c.model_dir)
+               if int(p.rsplit("-", 1)[1]) > int(resumed.rsplit("-", 1)[1])]
+      if newer:
+        progress(f"note: {c.model_dir} also holds {os.path.basename(newer[0])} of Google's "
+                 f"original code, a later step than {os.path.basename(resumed)}: bert_tf "
+                 "resumes its own checkpoints (to go on from the original's, move bert_tf's "
+                 "ckpt-* away)")
     manager = tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)
@@ -558,8 +567,10 @@ class Trainer:
     elif init_fn is not None and not continued:
       init_fn(self.model)
     step = int(self.optimizer.iterations.numpy())
-    saved_step = step if resumed else None
-    stop = bool(hook and hook.begin(step, resumed=bool(resumed or continued)))
+    saved_step = step if resumed else None  # (continued: its step is saved as bert_tf's too)
+    # A continued run has no evaluations of bert_tf's to read back: its step is evaluated at
+    # its first save.
+    stop = bool(hook and hook.begin(step, resumed=bool(resumed)))
 
     # The batches read so far: one per update, and one per float16 update skipped for overflow.
     position = step + int(self._skipped_updates.numpy())

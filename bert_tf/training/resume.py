@@ -213,12 +213,18 @@ def continue_original_run(model, optimizer, model_dir, progress):
                         f"{list(saved[var_name])} there, {list(variable.shape)} here "
                         f"(another --bert_config_file?); {advice}")
   trainable = {id(v) for v in model.trainable_variables}
+  with_slots = set()
   for var_name, variable in sorted(variables.items()):
     if id(variable) in trainable:
-      for slot in ("adam_m", "adam_v"):
-        if f"{var_name}/{slot}" not in saved:
-          raise BertTfError(f"{where}, without Adam's moments ({var_name}/{slot}) to go on "
-                            f"with; {advice}")
+      has = [f"{var_name}/{slot}" in saved for slot in ("adam_m", "adam_v")]
+      if all(has):
+        with_slots.add(var_name)
+      elif any(has) or not var_name.startswith("bert/pooler/"):
+        slot = "adam_v" if has[0] else "adam_m"
+        raise BertTfError(f"{where}, without Adam's moments ({var_name}/{slot}) to go on "
+                          f"with; {advice}")
+      # (else the pooler of run_squad's model, which the original never updated: its
+      # optimizer skips a variable without gradient and makes no slots for it; they stay 0.)
   extra = sorted(n for n in saved if n.startswith("bert/") and n not in variables
                  and not re.search(r"/(adam_[mv]|Adam(_1)?)$", n))
   if extra:
@@ -227,7 +233,7 @@ def continue_original_run(model, optimizer, model_dir, progress):
   try:
     for var_name, variable in variables.items():
       variable.assign(np.asarray(reader.get_tensor(var_name)).astype(variable.dtype))
-      if id(variable) in trainable:
+      if var_name in with_slots:
         for slot, key in (("m", "adam_m"), ("v", "adam_v")):
           target = optimizer.slot(variable, slot)
           target.assign(np.asarray(reader.get_tensor(f"{var_name}/{key}")).astype(
@@ -238,9 +244,28 @@ def continue_original_run(model, optimizer, model_dir, progress):
                       f"unreadable ({_first_line(e)}); {advice}") from None
   optimizer.iterations.assign(step)
   progress(f"continuing the run of Google's original code in {model_dir} from {name}: its "
-           f"weights, Adam's moments and global_step {step} (its files stay; bert_tf's "
-           "checkpoints are ckpt-N beside them)")
+           f"weights, Adam's moments and global_step {step}; its input starts over, as the "
+           "original's did (its files stay; bert_tf's checkpoints are ckpt-N beside them)")
   return prefix
+
+
+def keep_original_checkpoints(model_dir):
+  """Makes sure TF's checkpoint manager, which reads ``model_dir``'s ``checkpoint`` state
+  file, never deletes the original's ``model.ckpt-N`` it names: a manager deletes the listed
+  checkpoints that carry times (``all_model_checkpoint_timestamps``) in turn with its own
+  (keep_checkpoint_max). TF1's Saver writes none; a state file with them is rewritten (whole,
+  atomically) with the same checkpoints and no times, so the original's code still finds
+  its latest there."""
+  from tensorflow.python.checkpoint import checkpoint_management  # pylint: disable=import-outside-toplevel,no-name-in-module
+  try:
+    state = tf.train.get_checkpoint_state(model_dir)
+  except Exception:  # pylint: disable=broad-except  (unreadable: the manager ignores it too)
+    return
+  if state is None or not state.all_model_checkpoint_timestamps:
+    return
+  checkpoint_management.update_checkpoint_state_internal(
+      model_dir, state.model_checkpoint_path,
+      all_model_checkpoint_paths=list(state.all_model_checkpoint_paths))
 
 
 def _write_checkpoint_state(model_dir, prefix, candidates):

@@ -353,7 +353,7 @@ def super_saved(snapshots):
   return values
 
 
-def _continue_in(reference, model_dir, keep_checkpoint_max=5):
+def _continue_in(reference, model_dir, keep_checkpoint_max=5, batches=None):
   task = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS,
                                    classifier_dropout=0.0)
   strategy = tf.distribute.get_strategy()
@@ -364,7 +364,7 @@ def _continue_in(reference, model_dir, keep_checkpoint_max=5):
       model_dir=str(model_dir), num_train_steps=NUM_UPDATES, steps_per_loop=1,
       save_checkpoints_steps=1, keep_checkpoint_max=keep_checkpoint_max,
       global_batch_size=BATCH, seq_length=SEQ))
-  batches = reference["batches"]
+  batches = reference["batches"] if batches is None else batches
   stacked = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
   dataset_fn = lambda ctx: tf.data.Dataset.from_tensor_slices(stacked).batch(  # noqa: E731
       BATCH, drop_remainder=True)
@@ -396,8 +396,11 @@ def test_continues_a_run_of_the_original_in_its_folder(reference, tmp_path):
       str(tmp_path), state.model_checkpoint_path,
       all_model_checkpoint_paths=list(state.all_model_checkpoint_paths),
       all_model_checkpoint_timestamps=[now - 2, now - 1], last_preserved_timestamp=now - 10)
-  snapshots, lines, result = _continue_in(reference, tmp_path, keep_checkpoint_max=1)
-  assert snapshots.begun == (2, True)
+  # Its input starts over, as the original's on a restart: the test gives it the batch of the
+  # original's update 3 first.
+  snapshots, lines, result = _continue_in(reference, tmp_path, keep_checkpoint_max=1,
+                                          batches=reference["batches"][2:])
+  assert snapshots.begun == (2, False)  # (no evaluations of bert_tf's to read back)
   assert result["global_step"] == 3 and [s for s, _ in snapshots.history] == [3]
   assert any("continuing the run of Google's original code" in line and "model.ckpt-2" in line
              and "global_step 2" in line for line in lines), lines
@@ -413,10 +416,76 @@ def test_continues_a_run_of_the_original_in_its_folder(reference, tmp_path):
       assert (tmp_path / f"model.ckpt-{step}{suffix}").exists(), (step, suffix)
   assert loop.latest_checkpoint(str(tmp_path)).endswith("ckpt-3")
 
-  # Again: bert_tf's own checkpoint is resumed now, not the original's.
-  _, lines, result = _continue_in(reference, tmp_path)
-  assert result["global_step"] == 3
+  # Again: bert_tf's own checkpoint is resumed now, not the original's; its data position
+  # counts the one batch read since the original's step 2.
+  snapshots, lines, result = _continue_in(reference, tmp_path,
+                                          batches=reference["batches"][2:])
+  assert result["global_step"] == 3 and snapshots.begun == (3, True)
   assert not any("original" in line for line in lines), lines
+
+
+def test_a_finished_run_of_the_original_is_saved_as_it_is(reference, tmp_path):
+  """The original's run ended at --num_train_steps; bert_tf given the same command trains
+  nothing and saves the original's last weights as its own checkpoint (what an eval after
+  it uses), without a traceback (the loss check met no step), the original's state file
+  still naming its model.ckpt-3 for its own code until then."""
+  _write_original_run(tmp_path, reference["history"], steps=[3])
+  snapshots, lines, result = _continue_in(reference, tmp_path)
+  assert result == {"global_step": 3, "loss": None, "stopped_early": False}
+  assert [s for s, _ in snapshots.history] == [3]  # evaluated once, at its save
+  got, want = snapshots.history[0][1], reference["history"][2][0]
+  for name in sorted(got):
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  assert loop.latest_checkpoint(str(tmp_path)).endswith("/ckpt-3")
+  assert (tmp_path / "model.ckpt-3.index").exists()
+
+
+def test_continues_the_originals_run_squad(tmp_path):
+  """A run of Google's run_squad: its optimizer never updated the pooler (no gradient: it
+  skips such variables and makes no Adam slots for them), so its checkpoint has the pooler's
+  weights and no moments; bert_tf's span model goes on from it, the pooler's moments at 0, the
+  others the original's."""
+  run_squad, modeling = google("run_squad"), google("modeling")
+  original_optimization = google("optimization")
+  rng = np.random.RandomState(0)
+  ids = rng.randint(1, CONFIG["vocab_size"], (BATCH, SEQ)).astype(np.int32)
+  graph = tf.Graph()
+  with graph.as_default():
+    tf1.disable_v2_tensorshape()
+    try:
+      start, end = run_squad.create_model(
+          modeling.BertConfig.from_dict(CONFIG), True, tf1.constant(ids),
+          tf1.ones_like(ids), tf1.zeros_like(ids), False)
+    finally:
+      tf1.enable_v2_tensorshape()
+    loss = tf1.reduce_mean(start[:, 1]) - tf1.reduce_mean(end[:, 2])
+    train_op = original_optimization.create_optimizer(loss, 1e-3, 10, 1, use_tpu=False)
+    saver = tf1.train.Saver()
+    with tf1.Session(graph=graph, config=_ONE_THREAD) as session:
+      session.run(tf1.global_variables_initializer())
+      for _ in range(2):
+        session.run(train_op)
+      saver.save(session, str(tmp_path / "model.ckpt"),
+                 global_step=tf1.train.get_global_step())
+  reader = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-2"))
+  saved = reader.get_variable_to_shape_map()
+  assert "bert/pooler/dense/kernel" in saved and "bert/pooler/dense/kernel/adam_m" not in saved
+  from bert_tf.training import squad  # pylint: disable=import-outside-toplevel
+  model = squad.SquadTask(BertConfig.from_dict(CONFIG)).build_model()
+  optimizer = optimization.create_optimizer(1e-3, 10, 1)
+  optimizer.build(model.trainable_variables)
+  lines = []
+  assert loop.continue_original_run(model, optimizer, str(tmp_path), lines.append)
+  assert int(optimizer.iterations.numpy()) == 2 and "global_step 2" in lines[0]
+  for name, variable in checkpoints.google_variable_map(model).items():
+    np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(name), err_msg=name)
+    for slot in ("m", "v"):
+      value = optimizer.slot(variable, slot).numpy()
+      if name.startswith("bert/pooler/"):
+        assert not value.any(), name
+      else:
+        np.testing.assert_array_equal(value, reader.get_tensor(f"{name}/adam_{slot}"),
+                                      err_msg=name)
 
 
 def test_an_original_checkpoint_that_cannot_go_on_is_refused(reference, tmp_path):
