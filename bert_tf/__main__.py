@@ -398,10 +398,10 @@ def _export(args, out):
     check, export = hugging_face.check_output_dir, hugging_face.export_hugging_face
   check(args.output_dir, args.overwrite, args.model, "--output_dir")  # before loading
   bert = _load(args)
-  if args.command == "export-google":
-    for note in google.google_incompatibilities(bert.config):
-      print(f"{PROG}: note: {note}", file=sys.stderr)
-  export(bert, args.output_dir, overwrite=args.overwrite)
+  notes = {}
+  if args.command == "export-google":  # (on stderr as a note, not as an absl warning too)
+    notes["progress"] = lambda note: print(f"{PROG}: note: {note}", file=sys.stderr)
+  export(bert, args.output_dir, overwrite=args.overwrite, **notes)
   out.write(f"wrote {args.output_dir}\n")
 
 

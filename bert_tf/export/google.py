@@ -60,7 +60,7 @@ _GOOGLE_ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
 
 
 def export_google(model, output_dir, *, overwrite=False, config_file=None, vocab_file=None,
-                  do_lower_case=None, global_step=None):
+                  do_lower_case=None, global_step=None, progress=None):
   """Writes ``model`` as a folder in Google's layout; returns ``output_dir``.
 
   Args:
@@ -73,6 +73,8 @@ def export_google(model, output_dir, *, overwrite=False, config_file=None, vocab
     overwrite: replace a previous export at ``output_dir``.
     config_file, vocab_file, do_lower_case: as in ``bert_tf.load``.
     global_step: the ``global_step`` to write; default: the checkpoint's own step, if any.
+    progress: takes each note on what Google's code cannot run (``google_incompatibilities``);
+      default: absl warnings.
   Raises:
     BertTfError: an ``output_dir`` holding other files, a Keras model without ``vocab_file``.
   """
@@ -96,7 +98,10 @@ def export_google(model, output_dir, *, overwrite=False, config_file=None, vocab
                for name, variable in checkpoints.google_variable_map(keras_model).items()}
   check_output_dir(output_dir, overwrite)
   for note in google_incompatibilities(config):
-    logging.warning("export_google: %s", note)
+    if progress is not None:
+      progress(note)
+    else:
+      logging.warning("export_google: %s", note)
   vocab_text = "".join(token + "\n" for token in tokenization.vocab_lines(tokenizer.vocab))
 
   def write(folder):

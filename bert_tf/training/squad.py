@@ -545,7 +545,8 @@ def run_squad(bert_config, vocab_file, output_dir, strategy, *, train_file=None,
     squad_evaluate.write_scores(os.path.join(output_dir, EVAL_SCORES_FILE), scores)
     loop.write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILE),
                             dict(scores, global_step=global_step), float32=False)
-    if not (hook and hook.evaluated(global_step) is not None):  # (else written then)
+    if distribution.is_chief(strategy) and not (
+        hook and hook.evaluated(global_step) is not None):  # (else written then)
       loop.write_eval_summaries(output_dir, scores, global_step)
     results["eval"] = scores
 

@@ -402,7 +402,7 @@ def run_token_classifier(bert_config, data_dir, vocab_file, output_dir, strategy
     if chief:
       loop.write_eval_results(os.path.join(output_dir, "eval_results.txt"), eval_results,
                               float32=False)
-      if done is None or "predicted" not in last_eval:  # (else written during training)
+      if done is None:  # (else written during training)
         loop.write_eval_summaries(output_dir, eval_results, global_step)
       write_tagged(os.path.join(output_dir, "eval_predictions.txt"), eval_sentences,
                    last_eval["predicted"])
