@@ -178,11 +178,13 @@ def google_incompatibilities(config):
 
 def is_previous_export(path):
   """True if folder ``path`` holds the files an export writes and nothing else (at most one
-  labels file besides): replacing it loses nothing else. A released Google folder (it has
-  ``bert_model.ckpt.meta`` and no ``checkpoint`` file) is not one."""
+  labels file besides; ``vocab.txt`` may be missing: a run's ``output_dir/google`` has none
+  when the run was given no ``--vocab_file``): replacing it loses nothing else. A released
+  Google folder (it has ``bert_model.ckpt.meta`` and no ``checkpoint`` file) is not one."""
   entries = {name.rstrip("/") for name in tf.io.gfile.listdir(path)}
+  required = set(FILES) - {"vocab.txt"}
   extra = entries - set(FILES)
-  return set(FILES) <= entries and extra <= set(LABEL_FILES) and len(extra) <= 1
+  return required <= entries and extra <= set(LABEL_FILES) and len(extra) <= 1
 
 
 def check_output_dir(output_dir, overwrite, model=None, name="output_dir"):

@@ -226,6 +226,14 @@ def test_the_last_checkpoint_exports_as_the_run_itself_did(classifier_run, tmp_p
   end (--export_google_checkpoint: output_dir/google), file for file."""
   out = classifier_run
   assert google_export.is_previous_export(str(out / "google"))
+  # A run given no --vocab_file (run_pretraining's is optional) writes google/ without one:
+  # still a previous export (--overwrite replaces it); another file is not.
+  bare = tmp_path / "bare"
+  shutil.copytree(out / "google", bare)
+  (bare / "vocab.txt").unlink()
+  assert google_export.is_previous_export(str(bare))
+  (bare / "notes.txt").write_text("mine")
+  assert not google_export.is_previous_export(str(bare))
   bert_tf.export_google(str(out), str(tmp_path / "google"))
   ours, theirs = tmp_path / "google", out / "google"
   assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))
