@@ -225,11 +225,16 @@ def continue_original_run(model, optimizer, model_dir, progress):
                           f"with; {advice}")
       # (else the pooler of run_squad's model, which the original never updated: its
       # optimizer skips a variable without gradient and makes no slots for it; they stay 0.)
-  extra = sorted(n for n in saved if n.startswith("bert/") and n not in variables
-                 and not re.search(r"/(adam_[mv]|Adam(_1)?)$", n))
+  unused = sorted(n for n in saved if n not in variables and n != "global_step"
+                  and not re.search(r"/(adam_[mv]|Adam(_1)?)$", n))
+  extra = [n for n in unused if n.startswith("bert/")]
   if extra:
     raise BertTfError(f"{where}, for another model: it has {extra[0]}, this model has not "
                       f"(another --bert_config_file?); {advice}")
+  heads = sorted({n.rsplit("/", 1)[0] for n in unused})
+  if heads:  # e.g. its next-sentence head, continued with --use_next_sentence=False
+    progress(f"note: {name}'s {', '.join(heads)} {'is' if len(heads) == 1 else 'are'} not in "
+             "this model: left out")
   try:
     for var_name, variable in variables.items():
       variable.assign(np.asarray(reader.get_tensor(var_name)).astype(variable.dtype))

@@ -518,3 +518,22 @@ def test_eval_without_training_takes_the_original_run_checkpoint(reference, tmp_
   for name, variable in checkpoints.google_variable_map(model).items():
     np.testing.assert_array_equal(variable.numpy(), want[name], err_msg=name)
   assert loop.has_checkpoint(str(tmp_path))
+
+
+def test_a_head_the_model_has_not_is_said(reference, tmp_path):
+  """An original checkpoint with a head this model lacks (its next-sentence head, continued
+  with --use_next_sentence=False) goes on with a note naming what is left out."""
+  values = dict(reference["history"][1][0])
+  values["cls/seq_relationship/output_weights"] = np.zeros([2, CONFIG["hidden_size"]],
+                                                           np.float32)
+  values["cls/seq_relationship/output_weights/adam_m"] = values[
+      "cls/seq_relationship/output_weights"]
+  _write_original_run(tmp_path, [(values,)] * 2, steps=[2])
+  model = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS).build_model()
+  optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
+  optimizer.build(model.trainable_variables)
+  lines = []
+  loop.continue_original_run(model, optimizer, str(tmp_path), lines.append)
+  assert lines[0] == ("note: model.ckpt-2's cls/seq_relationship is not in this model: "
+                      "left out"), lines
+  assert "continuing the run" in lines[1]
