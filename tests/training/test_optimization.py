@@ -278,11 +278,22 @@ def _mirrored_or_skip():
 @pytest.mark.parametrize("optimizer_type,fused", [("adamw_original", False), ("lamb", False),
                                                   ("adamw_original", True)])
 def test_mirrored_strategy_sums_then_clips_like_one_device(optimizer_type, fused):
-  """Two replicas with gradients a and b update as one device with a + b (clip after sum)."""
+  """Two replicas with gradients a and b update as one device with a + b (clip after sum).
+
+  a = g + d and b = -d, d random with a global norm of 2: each replica's own gradient is above
+  the clip norm and points elsewhere than the sum, so clipping them before the sum (a replica
+  clipping its own gradient) would give another update; parts along g (0.25 g, 0.75 g) could
+  not show it (mutation audit: a clip before the all-reduce went unnoticed)."""
   strategy = _mirrored_or_skip()
   assert strategy.num_replicas_in_sync == 2
   initial_values, gradient_steps = _initial_values(8), _gradients(9)[:4]
-  halves = [[[g * 0.25 for g in grads], [g * 0.75 for g in grads]] for grads in gradient_steps]
+  rng = np.random.RandomState(4)
+  halves = []
+  for grads in gradient_steps:
+    d = [rng.normal(size=g.shape).astype(np.float32) for g in grads]
+    scale = 2.0 / np.sqrt(sum(float(np.sum(x.astype(np.float64) ** 2)) for x in d))
+    d = [(x * scale).astype(np.float32) for x in d]
+    halves.append([[g + x for g, x in zip(grads, d)], [-x for x in d]])
 
   with strategy.scope():
     variables = [_keras_variable(n, v) for n, v in initial_values.items()]
