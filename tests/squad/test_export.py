@@ -268,6 +268,22 @@ def test_hand_made_answers(uncased_vocab):
       False))) > 4
 
 
+def test_a_score_diff_at_the_threshold_answers(uncased_vocab):
+  """The SavedModel's rule is the original's score_diff > threshold: an answerable hand-made
+  case (best span 10 + 10, [CLS] 0 + 0: score_diff -20) answers at threshold -20 and says no
+  answer a hair below (mutation audit round 2: >= went unnoticed)."""
+  vocab = tokenization.load_vocab(str(uncased_vocab))
+  question, context, start_word, end_word, expected = HAND_MADE[0][:5]
+  model = _PickTokens([vocab[start_word]], [vocab[end_word]], vocab["impossible"],
+                      name="pick_tokens")
+  for threshold, answer in ((-20.0, expected), (float(np.nextafter(np.float32(-20.0),
+                                                                   np.float32(-30.0))), "")):
+    options = dict(OPTIONS, version_2_with_negative=True, null_score_diff_threshold=threshold)
+    answerer = export.QuestionAnswerer(model, str(uncased_vocab), **options)
+    got = answerer(tf.constant([question]), tf.constant([context]))["answer_text"][0]
+    assert got.numpy().decode("utf-8") == answer, threshold
+
+
 def test_bad_options(uncased_vocab):
   model = _PickTokens([1], [1], 1, name="pick_tokens")
   for options, message in (({"max_seq_length": 10, "max_query_length": 8},

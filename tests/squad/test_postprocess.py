@@ -239,6 +239,33 @@ def test_answer_from_logits_matches_original_for_one_pair(run_squad, google_toke
     assert score == max(candidates)
 
 
+def test_a_score_diff_at_the_threshold_answers(run_squad, google_tokenizer,
+                                               google_basic_tokenizer, tmp_path):
+  """null_score_diff_threshold set to an example's own score difference (what a threshold
+  taken from null_odds.json, find_best_thresh's, is): the original answers, its rule being
+  score_diff > threshold, and so must bert_tf; a hair below, both say no answer (mutation
+  audit round 2: >= went unnoticed, random logits never tie)."""
+  squad = json.loads(V2_HANDMADE.read_text(encoding="utf-8"))
+  paragraph = squad["data"][0]["paragraphs"][1]
+  example = squad_examples.example_from_text(paragraph["qas"][1]["question"],
+                                             paragraph["context"])
+  features = list(squad_features.convert_examples_to_features(
+      [example], google_tokenizer, 48, 16, 16, False))
+  logits = _random_logits(features, 48, seed=10)
+  _run_original(run_squad, tmp_path / "odds", [example], features, logits, 48, 30, True, 0.0)
+  diff = json.loads((tmp_path / "odds" / OUTPUT_NAMES[2]).read_text())["0"]
+  for name, threshold in (("tie", diff), ("below", float(np.nextafter(diff, -np.inf)))):
+    _run_original(run_squad, tmp_path / name, [example], features, logits, 48, 30, True,
+                  threshold)
+    expected = json.loads((tmp_path / name / OUTPUT_NAMES[0]).read_text())["0"]
+    text, _ = postprocess.answer_from_logits(
+        example, features, np.stack([s for s, _ in logits]), np.stack([e for _, e in logits]),
+        n_best_size=48, max_answer_length=30, version_2_with_negative=True,
+        null_score_diff_threshold=threshold, basic_tokenizer=google_basic_tokenizer)
+    assert text == expected, name
+    assert (text == "") == (name == "below"), (name, text)
+
+
 # Oracle logits (10 at the training start/end positions) give back the annotated answers:
 # written by hand from the fixture, including where the original's text mapping gives more
 # than the answer (u09: U+00A0 does not split words, and the tokenizer turns it into a space,
