@@ -59,6 +59,28 @@ def _as_items(texts, text_pairs=None):
   return items
 
 
+
+def classification_result(row, info):
+  """What ``classify`` says of one text's logits ``row`` [C] for a classifier described by
+  ``info`` (classifier.json's fields): a regression's score; a multi-label classifier's labels
+  whose own sigmoid probability is above 0.5 (logit above 0); else the most probable label of
+  the softmax."""
+  labels = info["labels"]
+  if info.get("is_regression"):
+    return {"score": float(row[0]), "logits": [float(row[0])]}
+  if info.get("multi_label"):
+    probs = 1.0 / (1.0 + np.exp(-np.asarray(row, np.float64)))
+    return {"labels": [name for name, x in zip(labels, row) if x > 0],
+            "probabilities": {name: float(p) for name, p in zip(labels, probs)},
+            "logits": [float(x) for x in row]}
+  row = np.asarray(row)
+  probs = np.exp(row - row.max())
+  probs /= probs.sum()
+  best = int(np.argmax(probs))
+  return {"label": labels[best], "probability": float(probs[best]),
+          "probabilities": {name: float(p) for name, p in zip(labels, probs)},
+          "logits": [float(x) for x in row]}
+
 class HeadsMixin:
   """``fill_mask``, ``next_sentence``, ``classify`` and ``tag`` of ``InferenceModel``."""
 
@@ -204,24 +226,7 @@ class HeadsMixin:
       if logits is None:
         logits = np.zeros((len(tokens), out.shape[-1]), np.float32)
       logits[indexes] = out
-    labels = info["labels"]
-    results = []
-    for row in logits:
-      if info.get("is_regression"):
-        results.append({"score": float(row[0]), "logits": [float(row[0])]})
-        continue
-      if info.get("multi_label"):
-        probs = 1.0 / (1.0 + np.exp(-row.astype(np.float64)))
-        results.append({"labels": [name for name, x in zip(labels, row) if x > 0],
-                        "probabilities": {name: float(p) for name, p in zip(labels, probs)},
-                        "logits": [float(x) for x in row]})
-        continue
-      probs = np.exp(row - row.max())
-      probs /= probs.sum()
-      best = int(np.argmax(probs))
-      results.append({"label": labels[best], "probability": float(probs[best]),
-                      "probabilities": {name: float(p) for name, p in zip(labels, probs)},
-                      "logits": [float(x) for x in row]})
+    results = [classification_result(row, info) for row in logits]
     return results[0] if single else results
 
   def _classifier_fn(self):

@@ -265,3 +265,23 @@ def test_run_classifier_multi_label(minilm_path, tmp_path):
   np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
   np.testing.assert_array_equal(served["predictions"].numpy(), gold.astype(np.int32))
   assert classifier_labels.read(str(out / "best"))["multi_label"] is True
+
+
+def test_classify_says_the_labels_whose_own_probability_is_above_one_half():
+  """A multi-label classifier's answer: each label whose own sigmoid probability is above
+  0.5, its probabilities the sigmoids (math.exp's); logits near 0, where a rule on another
+  scale (x > 0.5 taken for a probability) answers otherwise (mutation audit round 2: a trained
+  model's logits were far from 0 and hid it)."""
+  import math  # pylint: disable=import-outside-toplevel
+  from bert_tf.inference_heads import classification_result  # pylint: disable=import-outside-toplevel
+  names = ["red", "green", "blue", "grey"]
+  row = np.array([0.3, -0.3, 2.0, -1e-4], np.float32)
+  got = classification_result(row, {"labels": names, "multi_label": True})
+  sigmoid = [1.0 / (1.0 + math.exp(-float(x))) for x in row]
+  assert got["labels"] == [n for n, p in zip(names, sigmoid) if p > 0.5] == ["red", "blue"]
+  for name, p in zip(names, sigmoid):
+    assert abs(got["probabilities"][name] - p) < 1e-12
+  single = classification_result(row, {"labels": names})
+  exps = [math.exp(float(x)) for x in row]
+  assert single["label"] == "blue"
+  assert abs(single["probability"] - exps[2] / sum(exps)) < 1e-6
