@@ -50,6 +50,9 @@ def test_output_matches_transformers(tmp_path, minilm_path):
       for layer, hidden in zip(feature["layers"], (6, 5)):
         np.testing.assert_allclose(layer["values"], reference["hidden_states"][hidden, b, t],
                                    atol=2e-5)
+        # The original writes round(float(x), 6) (mutation audit round 2: unrounded values,
+        # three times the file, went unnoticed).
+        assert all(v == round(v, 6) for v in layer["values"]), layer["values"][:4]
   # A pair has segment B tokens after the first [SEP]; both [SEP]s are there.
   assert [f["token"] for f in rows[0]["features"]].count("[SEP]") == 2
 
