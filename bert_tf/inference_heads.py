@@ -59,7 +59,6 @@ def _as_items(texts, text_pairs=None):
   return items
 
 
-
 def classification_result(row, info):
   """What ``classify`` says of one text's logits ``row`` [C] for a classifier described by
   ``info`` (classifier.json's fields): a regression's score; a multi-label classifier's labels
@@ -80,6 +79,7 @@ def classification_result(row, info):
   return {"label": labels[best], "probability": float(probs[best]),
           "probabilities": {name: float(p) for name, p in zip(labels, probs)},
           "logits": [float(x) for x in row]}
+
 
 class HeadsMixin:
   """``fill_mask``, ``next_sentence``, ``classify`` and ``tag`` of ``InferenceModel``."""

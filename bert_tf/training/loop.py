@@ -553,7 +553,7 @@ class Trainer:
         progress(f"note: {c.model_dir} also holds {os.path.basename(newer[0])} of Google's "
                  f"original code, a later step than {os.path.basename(resumed)}: bert_tf "
                  "resumes its own checkpoints (to go on from the original's, move bert_tf's "
-                 "ckpt-* away)")
+                 "ckpt-* and its checkpoint file away)")
     manager = tf.train.CheckpointManager(
         checkpoint, write_dir, max_to_keep=preflight.keep_checkpoint_max(c.keep_checkpoint_max),
         step_counter=self.optimizer.iterations)

@@ -268,9 +268,13 @@ def keep_original_checkpoints(model_dir):
     return
   if state is None or not state.all_model_checkpoint_timestamps:
     return
+  # (get_checkpoint_state made the paths absolute: written back relative, as the Estimator's
+  # Saver writes them, so that a folder moved elsewhere still names its checkpoints.)
   checkpoint_management.update_checkpoint_state_internal(
-      model_dir, state.model_checkpoint_path,
-      all_model_checkpoint_paths=list(state.all_model_checkpoint_paths))
+      model_dir, os.path.basename(state.model_checkpoint_path),
+      all_model_checkpoint_paths=[os.path.basename(p)
+                                  for p in state.all_model_checkpoint_paths],
+      save_relative_paths=True)
 
 
 def _write_checkpoint_state(model_dir, prefix, candidates):

@@ -353,7 +353,8 @@ def super_saved(snapshots):
   return values
 
 
-def _continue_in(reference, model_dir, keep_checkpoint_max=5, batches=None):
+def _continue_in(reference, model_dir, keep_checkpoint_max=5, batches=None,
+                 num_train_steps=NUM_UPDATES):
   task = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS,
                                    classifier_dropout=0.0)
   strategy = tf.distribute.get_strategy()
@@ -361,7 +362,7 @@ def _continue_in(reference, model_dir, keep_checkpoint_max=5, batches=None):
     model = task.build_model()
     optimizer = optimization.create_optimizer(LEARNING_RATE, NUM_TRAIN_STEPS, NUM_WARMUP_STEPS)
   trainer = loop.Trainer(strategy, task, model, optimizer, loop.LoopConfig(
-      model_dir=str(model_dir), num_train_steps=NUM_UPDATES, steps_per_loop=1,
+      model_dir=str(model_dir), num_train_steps=num_train_steps, steps_per_loop=1,
       save_checkpoints_steps=1, keep_checkpoint_max=keep_checkpoint_max,
       global_batch_size=BATCH, seq_length=SEQ))
   batches = reference["batches"] if batches is None else batches
@@ -422,6 +423,47 @@ def test_continues_a_run_of_the_original_in_its_folder(reference, tmp_path):
                                           batches=reference["batches"][2:])
   assert result["global_step"] == 3 and snapshots.begun == (3, True)
   assert not any("original" in line for line in lines), lines
+
+
+def test_a_continued_run_resumed_later_reads_on_from_where_it_was(reference, tmp_path):
+  """Continued from the original's model.ckpt-1 (its input starting over: batch 2 first),
+  stopped after update 2, then resumed from bert_tf's own ckpt-2: it skips the one batch it
+  read since the original's step, and reaches the original's update 3."""
+  history = reference["history"]
+  _write_original_run(tmp_path, history, steps=[1])
+  batches = reference["batches"][1:]
+  _, _, result = _continue_in(reference, tmp_path, batches=batches, num_train_steps=2)
+  assert result["global_step"] == 2
+  snapshots, lines, result = _continue_in(reference, tmp_path, batches=batches)
+  assert result["global_step"] == 3 and snapshots.begun == (2, True), lines
+  got, want = snapshots.history[-1][1], history[2][0]
+  for name in sorted(got):
+    np.testing.assert_allclose(got[name], want[name], rtol=0, atol=_atol(name),
+                               err_msg=f"update 3: {name}")
+
+
+def test_a_newer_original_checkpoint_beside_bert_tfs_is_said(reference, tmp_path):
+  """bert_tf's ckpt-2 (continued from the original's step 1) and a later model.ckpt-3 of the
+  original's: bert_tf resumes its own and says so; following the note (its ckpt-* and its
+  checkpoint file moved away) goes on from model.ckpt-3."""
+  history = reference["history"]
+  _write_original_run(tmp_path, history, steps=[1])
+  _continue_in(reference, tmp_path, batches=reference["batches"][1:], num_train_steps=2)
+  later = tmp_path / "later"
+  later.mkdir()
+  _write_original_run(later, history, steps=[3])
+  for path in later.glob("model.ckpt-3.*"):
+    path.rename(tmp_path / path.name)
+  _, lines, _ = _continue_in(reference, tmp_path, batches=reference["batches"][1:])
+  assert any(line.startswith("note: ") and "model.ckpt-3" in line and "ckpt-2" in line
+             and "checkpoint file" in line for line in lines), lines
+  aside = tmp_path / "aside"
+  aside.mkdir()
+  for path in list(tmp_path.glob("ckpt-*")) + [tmp_path / "checkpoint"]:
+    path.rename(aside / path.name)
+  snapshots, lines, result = _continue_in(reference, tmp_path)
+  assert any("continuing the run" in line and "model.ckpt-3" in line for line in lines), lines
+  assert result["global_step"] == 3 and [s for s, _ in snapshots.history] == [3]
 
 
 def test_a_finished_run_of_the_original_is_saved_as_it_is(reference, tmp_path):
@@ -537,3 +579,22 @@ def test_a_head_the_model_has_not_is_said(reference, tmp_path):
   assert lines[0] == ("note: model.ckpt-2's cls/seq_relationship is not in this model: "
                       "left out"), lines
   assert "continuing the run" in lines[1]
+
+
+def test_an_original_state_file_with_times_keeps_its_relative_names(tmp_path):
+  """keep_original_checkpoints rewrites a state file that records times (which would let TF's
+  manager delete what it names) without them, its names relative as the Estimator wrote
+  them: a folder moved elsewhere still names its checkpoints."""
+  from tensorflow.python.checkpoint import checkpoint_management  # pylint: disable=no-name-in-module
+  for step in (1, 2):
+    (tmp_path / f"model.ckpt-{step}.index").write_bytes(b"")
+  now = time.time()
+  checkpoint_management.update_checkpoint_state_internal(
+      str(tmp_path), "model.ckpt-2", all_model_checkpoint_paths=["model.ckpt-1", "model.ckpt-2"],
+      all_model_checkpoint_timestamps=[now - 2, now - 1], last_preserved_timestamp=now - 10,
+      save_relative_paths=True)
+  loop.keep_original_checkpoints(str(tmp_path))
+  text = (tmp_path / "checkpoint").read_text()
+  assert text == ('model_checkpoint_path: "model.ckpt-2"\n'
+                  'all_model_checkpoint_paths: "model.ckpt-1"\n'
+                  'all_model_checkpoint_paths: "model.ckpt-2"\n'), text
