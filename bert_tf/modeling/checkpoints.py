@@ -448,6 +448,12 @@ def training_variable_shapes(shape_map):
           for m in [_TRAINING_KEY.match(key)] if m}
 
 
+def model_variable_shapes(shape_map):
+  """``{google_name: shape}`` of the model variables in a Google-format checkpoint's
+  ``get_variable_to_shape_map()``: without its optimizer slots and step counters."""
+  return {name: shape for name, shape in shape_map.items() if not _NON_MODEL.search(name)}
+
+
 def is_bert_tf_checkpoint(prefix):
   """Whether a TF checkpoint is a bert_tf training checkpoint (object-based, TF2)."""
   try:

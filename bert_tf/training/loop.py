@@ -547,8 +547,7 @@ class Trainer:
       # since.
       self._skipped_updates.assign(-int(self.optimizer.iterations.numpy()))
     elif resumed:
-      newer = [p for p in original_checkpoints(c.model_dir)
-               if int(p.rsplit("-", 1)[1]) > int(resumed.rsplit("-", 1)[1])]
+      newer = original_checkpoints(c.model_dir, newer_than=resumed)
       if newer:
         progress(f"note: {c.model_dir} also holds {os.path.basename(newer[0])} of Google's "
                  f"original code, a later step than {os.path.basename(resumed)}: bert_tf "

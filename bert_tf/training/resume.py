@@ -84,20 +84,27 @@ def check_checkpoint_fits(model, prefix, model_dir):
   when the index itself is unreadable (a damaged checkpoint, not a mismatch).
   """
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-  saved = checkpoints.training_variable_shapes(shapes)
+  misfit = _first_misfit(model, checkpoints.training_variable_shapes(shapes))
+  if misfit:
+    raise BertTfError(f"--output_dir {model_dir!r}: checkpoint {os.path.basename(prefix)} was "
+                      f"written for another model: {misfit} (another --bert_config_file?); use "
+                      "a new --output_dir")
+
+
+def _first_misfit(model, saved, extra_allowed=lambda name: False):
+  """How the model variables ``saved`` (``{google_name: shape}``) first fail to fit
+  ``model``'s: a variable missing, of another shape, or one the model has not (but those
+  ``extra_allowed`` lets by); None when they fit."""
   ours = {name: list(v.shape) for name, v in checkpoints.google_variable_map(model).items()}
-  where = (f"--output_dir {model_dir!r}: checkpoint {os.path.basename(prefix)} was written for "
-           "another model")
-  advice = "(another --bert_config_file?); use a new --output_dir"
   for name in sorted(ours):
     if name not in saved:
-      raise BertTfError(f"{where}: it has no variable {name} {advice}")
+      return f"it has no variable {name}"
     if list(saved[name]) != ours[name]:
-      raise BertTfError(f"{where}: {name} has shape {list(saved[name])} there, {ours[name]} in "
-                        f"this model {advice}")
+      return f"{name} has shape {list(saved[name])} there, {ours[name]} in this model"
   for name in sorted(saved):
-    if name not in ours:
-      raise BertTfError(f"{where}: it has variable {name}, this model has not {advice}")
+    if name not in ours and not extra_allowed(name):
+      return f"it has variable {name}, this model has not"
+  return None
 
 
 def restore_newest_readable(checkpoint, model, model_dir, progress, rewrite_state=True):
@@ -161,13 +168,16 @@ def has_checkpoint(model_dir):
 _ORIGINAL_INDEX = re.compile(r"^model\.ckpt-(\d+)\.index$")
 
 
-def original_checkpoints(model_dir):
+def original_checkpoints(model_dir, newer_than=None):
   """The ``model.ckpt-N`` prefixes google-research/bert's Estimator left in ``model_dir``
-  (those with an ``.index``), newest first; [] for none or no folder."""
+  (those with an ``.index``), newest first; [] for none or no folder. ``newer_than``: only
+  those of a later step than that checkpoint prefix's (a bert_tf ``ckpt-N``)."""
   if not tf.io.gfile.isdir(model_dir):
     return []
   prefixes = [os.path.join(model_dir, name[:-len(".index")])
               for name in tf.io.gfile.listdir(model_dir) if _ORIGINAL_INDEX.match(name)]
+  if newer_than is not None:
+    prefixes = [p for p in prefixes if _checkpoint_number(p) > _checkpoint_number(newer_than)]
   return sorted(prefixes, key=_checkpoint_number, reverse=True)
 
 
@@ -203,15 +213,14 @@ def continue_original_run(model, optimizer, model_dir, progress):
   where = f"--output_dir {model_dir!r} holds {name}, written by Google's original code"
   if "global_step" not in saved:
     raise BertTfError(f"{where}, without a global_step to continue from; {advice}")
+  # Heads beyond the encoder that this model has not are left out (below); all it has fit.
+  model_shapes = checkpoints.model_variable_shapes(saved)
+  misfit = _first_misfit(model, model_shapes,
+                         extra_allowed=lambda var_name: not var_name.startswith("bert/"))
+  if misfit:
+    raise BertTfError(f"{where}, for another model: {misfit} (another --bert_config_file or "
+                      f"task?); {advice}")
   variables = checkpoints.google_variable_map(model)
-  for var_name, variable in sorted(variables.items()):
-    if var_name not in saved:
-      raise BertTfError(f"{where}, for another model: it has no {var_name} (another "
-                        f"--bert_config_file or task?); {advice}")
-    if list(saved[var_name]) != list(variable.shape):
-      raise BertTfError(f"{where}, for another model: {var_name} has shape "
-                        f"{list(saved[var_name])} there, {list(variable.shape)} here "
-                        f"(another --bert_config_file?); {advice}")
   trainable = {id(v) for v in model.trainable_variables}
   with_slots = set()
   for var_name, variable in sorted(variables.items()):
@@ -225,13 +234,7 @@ def continue_original_run(model, optimizer, model_dir, progress):
                           f"with; {advice}")
       # (else the pooler of run_squad's model, which the original never updated: its
       # optimizer skips a variable without gradient and makes no slots for it; they stay 0.)
-  unused = sorted(n for n in saved if n not in variables and n != "global_step"
-                  and not re.search(r"/(adam_[mv]|Adam(_1)?)$", n))
-  extra = [n for n in unused if n.startswith("bert/")]
-  if extra:
-    raise BertTfError(f"{where}, for another model: it has {extra[0]}, this model has not "
-                      f"(another --bert_config_file?); {advice}")
-  heads = sorted({n.rsplit("/", 1)[0] for n in unused})
+  heads = sorted({n.rsplit("/", 1)[0] for n in model_shapes if n not in variables})
   if heads:  # e.g. its next-sentence head, continued with --use_next_sentence=False
     progress(f"note: {name}'s {', '.join(heads)} {'is' if len(heads) == 1 else 'are'} not in "
              "this model: left out")
