@@ -159,11 +159,13 @@ def resolve_checkpoint_prefix(path):
 
 
 def read_google_checkpoint(path):
-  """``{name: np.ndarray}`` for every tensor of a TF checkpoint (one-line error if unreadable)."""
+  """``(prefix, {name: np.ndarray})`` of the model tensors of a TF checkpoint (one-line error
+  if unreadable); its optimizer slots and step counters are left unread (a training
+  checkpoint's Adam moments are twice its weights)."""
   prefix = resolve_checkpoint_prefix(path)
   try:
     reader = tf.train.load_checkpoint(prefix)
-    shapes = reader.get_variable_to_shape_map()
+    shapes = model_variable_shapes(reader.get_variable_to_shape_map())
     return prefix, {name: reader.get_tensor(name) for name in sorted(shapes)}
   except (tf.errors.OpError, ValueError, IndexError) as e:
     message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -500,8 +502,7 @@ def read_model_tensors(prefix):
   training checkpoint (no optimizer slots nor step counters)."""
   if is_bert_tf_checkpoint(prefix):
     return read_bert_tf_checkpoint(prefix)
-  _, values = read_google_checkpoint(prefix)
-  return {name: value for name, value in values.items() if not _NON_MODEL.search(name)}
+  return read_google_checkpoint(prefix)[1]
 
 
 def load_bert_tf_checkpoint(model, prefix, allow_missing_encoder=False):

@@ -100,10 +100,8 @@ class _HeadLayer(bert_layers._ConfigLayer):  # pylint: disable=protected-access
 
   def _output_weights(self, rows, name="output_weights", stddev=None):
     # Stored [rows, H] as in Google's checkpoints and used transposed.
-    initializer = (bert_layers.truncated_normal(self.config) if stddev is None else
-                   keras.initializers.TruncatedNormal(stddev=stddev))
     return self.add_weight(name=name, shape=(rows, self.config.hidden_size),
-                           initializer=initializer)
+                           initializer=bert_layers.truncated_normal(self.config, stddev))
 
   def _output_bias(self, size, name="output_bias"):
     return self.add_weight(name=name, shape=(size,), initializer="zeros")

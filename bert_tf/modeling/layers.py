@@ -44,8 +44,11 @@ def scoped(*names):
     yield
 
 
-def truncated_normal(config):
-  return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+def truncated_normal(config, stddev=None):
+  """The original's initializer: a truncated normal of ``stddev``, default the config's
+  ``initializer_range``."""
+  return keras.initializers.TruncatedNormal(
+      stddev=config.initializer_range if stddev is None else stddev)
 
 
 def as_config(config):
