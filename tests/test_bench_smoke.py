@@ -328,3 +328,14 @@ def test_a_repeated_row_loads_its_programs_from_the_xla_cache(stub_peer_run):
   assert "Compiling for CPU using JIT" not in second, second
   assert "Try loading serialized cache entry" in second
   assert os.listdir(cache)
+
+
+def test_resume_skip_bench_runs_and_both_ways_give_the_same_batch():
+  # The bench asserts itself that both ways give the same next batch (before printing a row).
+  result = warm.run([sys.executable, os.path.join(_BENCH, "bench_resume_skip.py"),
+                     "--skip_batches=20", "--batch_size=4", "--seq=64"],
+                    capture_output=True, text=True, check=False, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = [line for line in result.stdout.splitlines() if line.startswith(("| stored",
+                                                                         "| dynamic"))]
+  assert len(rows) == 2, result.stdout

@@ -213,7 +213,7 @@ def shard_records(dataset, input_context, num_files=None):
 def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictions_per_seq,
                         is_training, input_context=None, seed=None, dynamic_masking=None,
                         use_next_sentence=True, cycle_length=None, deterministic=None,
-                        repeat=None):
+                        repeat=None, skip_batches=0):
   """Batches of pretraining features from TFRecords (plain or ``.gz``).
 
   Args:
@@ -231,6 +231,9 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     deterministic: tf.data determinism; default: deterministic when ``seed`` is given, and
       always for evaluation (``is_training=False`` reads in file order: with ``repeat`` and a
       number of eval steps, which records are evaluated depends on it).
+    skip_batches: leave out this pipeline's first batches (a resumed run's, read before its
+      checkpoint): the same batches as ``.skip(skip_batches)`` of the result, but their
+      records are skipped before parsing and masking, which would take most of the time.
   """
   files = expand_file_patterns(file_patterns)
   spec = feature_spec.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
@@ -259,6 +262,11 @@ def pretraining_dataset(file_patterns, batch_size, max_seq_length, max_predictio
     seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
     dataset = tf.data.Dataset.zip((dataset, seeds))
   dataset = shard_records(dataset, input_context, len(files))
+  if skip_batches:
+    # Parsing and masking are one-to-one and keep the order, and the batches drop no
+    # remainder of a stream that goes on: batch k starts at record k * batch_size.
+    dataset = dataset.skip(skip_batches * batch_size)
+
   def parse(record, example_seed=None):
     example = feature_spec.cast_parsed_features(tf.io.parse_single_example(record, spec))
     if dynamic_masking:

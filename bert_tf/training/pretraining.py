@@ -280,7 +280,7 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
   chief = distribution.is_chief(strategy)
 
   def dataset_fn(files, batch_size, is_training):
-    def fn(ctx):
+    def fn(ctx, skip_batches=0):
       return pipeline.pretraining_dataset(
           files, ctx.get_per_replica_batch_size(batch_size) if ctx else batch_size,
           max_seq_length, max_predictions_per_seq, is_training=is_training,
@@ -288,7 +288,9 @@ def run_pretraining(bert_config, input_file, output_dir, strategy, *, init_check
           use_next_sentence=use_next_sentence,
           # Eval: max_eval_steps batches exactly, as the original's repeated eval input (an
           # eval set smaller than that wraps around; without a limit, read once).
-          repeat=is_training or max_eval_steps is not None)
+          repeat=is_training or max_eval_steps is not None,
+          # A resumed run's batches read before its checkpoint, skipped unparsed (Trainer).
+          skip_batches=skip_batches)
     return fn
 
   eval_cache = {}  # loop.evaluate's step, traced once a run

@@ -105,6 +105,29 @@ def test_input_pipelines_share_out_the_global_batches_of_one(records, dynamic):
   assert len({tuple(row) for batch in whole for row in batch["input_ids"]}) > n * b
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["stored-masks", "dynamic-masks"])
+def test_skipped_batches_are_the_batches_that_follow(records, dynamic):
+  # A resumed run skips the batches read before its checkpoint; skip_batches skips their
+  # records unparsed: the batches that come are those of ``.skip(k)`` of the whole stream
+  # (across epochs and reshuffles; masks drawn for their own examples), in each of 2 input
+  # pipelines too.
+  _, files = records
+  masking = (dict(vocab_size=50, mask_id=MASK, special_ids=[CLS, SEP, 0], masked_lm_prob=0.15)
+             if dynamic else None)
+  def batches(ctx=None, skip_batches=0, take=4):
+    ds = pipeline.pretraining_dataset(files, 2, SEQ, PRED, is_training=True, seed=1,
+                                      input_context=ctx, dynamic_masking=masking,
+                                      skip_batches=skip_batches)
+    return [{k: v.numpy() for k, v in batch.items()} for batch in ds.take(take)]
+  for ctx in (None, tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1,
+                                               num_replicas_in_sync=2)):
+    whole = batches(ctx, take=11)
+    for k in (1, 7):
+      for got, want in zip(batches(ctx, skip_batches=k), whole[k:k + 4], strict=True):
+        for name in want:
+          np.testing.assert_array_equal(got[name], want[name], err_msg=f"{k}: {name}")
+
+
 def test_missing_files_are_one_line_errors(tmp_path):
   with pytest.raises(BertTfError, match=r"no input files match .*nothing\*.tfrecord"):
     pipeline.pretraining_dataset(str(tmp_path / "nothing*.tfrecord"), 4, SEQ, PRED, True)
