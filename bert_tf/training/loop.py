@@ -569,6 +569,14 @@ class Trainer:
                  f"plans: nothing to train; what follows uses the weights of step {at}")
     elif init_fn is not None and not continued:
       init_fn(self.model)
+      if not bool(_all_finite(self.model.trainable_variables)):
+        raise BertTfError("the initial weights are not finite (the checkpoint they came from, "
+                          "e.g. --init_checkpoint, holds nan or inf): nothing was trained")
+    if continued and not bool(_all_finite(self.model.trainable_variables)):
+      # (The original saved whatever its weights were; bert_tf's checkpoints are finite.)
+      raise BertTfError(f"{continued}: its weights are not finite (the original's run "
+                        "diverged there): nothing to go on from; to go on from an earlier "
+                        "model.ckpt-N, move the later model.ckpt-* files away")
     step = int(self.optimizer.iterations.numpy())
     saved_step = step if resumed else None  # (continued: its step is saved as bert_tf's too)
     # A continued run has no evaluations of bert_tf's to read back: its step is evaluated at

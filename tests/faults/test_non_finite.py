@@ -99,3 +99,20 @@ def test_update_that_overflows_the_weights_is_not_saved(tmp_path):
                      r"checkpoint was saved"):
     trainer.train(_dataset_fn(3), progress=lambda line: None)
   assert _checkpoints(tmp_path) == []
+
+
+def test_initial_weights_that_are_not_finite_are_said_before_training(tmp_path):
+  # A checkpoint given as --init_checkpoint that holds a nan (its run diverged): said as the
+  # start's, before a first update whose nan loss would read as a learning rate too high.
+  trainer = _trainer(tmp_path, steps=3, steps_per_loop=1, save_every=1)
+
+  def init_fn(model):
+    weights = model.trainable_variables[0]
+    weights.assign(tf.fill(weights.shape, float("nan")))
+
+  lines = []
+  with pytest.raises(BertTfError, match=r"^the initial weights are not finite .*nothing was "
+                     r"trained$"):
+    trainer.train(_dataset_fn(3), init_fn=init_fn, progress=lines.append)
+  assert _checkpoints(tmp_path) == []
+  assert not [line for line in lines if line.startswith("step ")]

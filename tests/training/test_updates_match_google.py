@@ -544,6 +544,23 @@ def test_an_original_checkpoint_that_cannot_go_on_is_refused(reference, tmp_path
   assert not list(tmp_path.glob("ckpt-*"))
 
 
+def test_an_original_checkpoint_of_non_finite_weights_is_refused(reference, tmp_path):
+  """The original saved whatever its weights were (it checked no loss): its newest
+  checkpoint of a diverged run is said to be, not called "the last finite weights" after a
+  nan first step."""
+  values = dict(reference["history"][1][0])
+  name = next(n for n in values if n.endswith("pooler/dense/kernel"))
+  values[name] = np.full_like(values[name], np.nan)
+  _write_original_run(tmp_path, [(values,)] * 2, steps=[2])
+  with pytest.raises(Exception) as raised:
+    _continue_in(reference, tmp_path)
+  assert type(raised.value).__name__ == "BertTfError"
+  message = str(raised.value)
+  assert message.startswith(f"{tmp_path}/model.ckpt-2: its weights are not finite")
+  assert "\n" not in message
+  assert not list(tmp_path.glob("ckpt-*"))
+
+
 def test_eval_without_training_takes_the_original_run_checkpoint(reference, tmp_path):
   """An eval of the original's --output_dir (no --do_train) evaluates its newest
   model.ckpt-N, as its Estimator did, not --init_checkpoint."""
