@@ -96,6 +96,33 @@ def test_write_predictions_matches_original(run_squad, google_tokenizer, google_
     assert {text == "" for text in predicted.predictions.values()} == {True, False}
 
 
+@pytest.mark.parametrize("v2, seed", [(False, 11), (True, 12)])
+def test_tied_logits_match_original(run_squad, google_tokenizer, google_basic_tokenizer,
+                                    tmp_path, v2, seed):
+  """Logits rounded to steps of 0.5 tie everywhere: the top n_best_size starts and ends
+  among equal logits are the lower positions, and equal-scored candidates keep their order,
+  as the original's stable sorts give (mutation audit round 3: ties taken highest position
+  first went unnoticed, random float32 logits never tie)."""
+  examples, features = _features(V2_HANDMADE, google_tokenizer, (64, 16, 8), v2)
+  logits = [(np.round(s * 2) / 2, np.round(e * 2) / 2)
+            for s, e in _random_logits(features, 64, seed, null_bias=1.0 if v2 else 0.0)]
+  assert all(len(set(s.tolist())) < 20 for s, _ in logits)  # Ties among the top 5 at least.
+  _run_original(run_squad, tmp_path / "theirs", examples, features, logits, 5, 30, v2, 0.0)
+  (tmp_path / "ours").mkdir()
+  _run_ours(tmp_path / "ours", examples, features, logits, 5, 30, v2, 0.0,
+            google_basic_tokenizer)
+  assert _read_outputs(tmp_path / "ours") == _read_outputs(tmp_path / "theirs")
+
+
+def test_best_indexes_break_ties_as_original(run_squad):
+  original = run_squad._get_best_indexes  # pylint: disable=protected-access
+  ours = postprocess._get_best_indexes  # pylint: disable=protected-access
+  logits = [1.0, 2.0, 2.0, 0.0, 2.0, 3.0, 0.0]
+  for n_best_size in range(1, 8):
+    assert ours(logits, n_best_size) == original(logits, n_best_size)
+  assert ours(logits, 3) == [5, 1, 2]  # Equal logits: the lower position first.
+
+
 def test_default_basic_tokenizer_is_bert_tf(run_squad, google_tokenizer, tmp_path):
   examples, features = _features(V2_HANDMADE, google_tokenizer, (64, 16, 8), True)
   logits = _random_logits(features, 64, seed=7, null_bias=3.0)
@@ -118,6 +145,10 @@ GET_FINAL_TEXT_CASES = [
     ("smith", "Steve Smith's", False),  # Not found without lowercasing.
     ("fox", "the quick brown fox jumps", True),
     ("", "anything", True),
+    # A prediction that starts at a word's second piece ("##ba" of "Baba"): its text occurs
+    # twice, and the original takes the first occurrence, "Ba" (mutation audit round 3:
+    # rfind, "ba", went unnoticed).
+    ("ba", "Baba", True),
 ]
 
 
