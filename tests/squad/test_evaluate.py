@@ -20,17 +20,28 @@ def official_v1():
   return module
 
 
-@pytest.mark.parametrize("text, expected", [
+NORMALIZE_CASES = [
     ("The  Quick, Brown-Fox!", "quick brownfox"),  # "-" is punctuation: removed, not a space.
     ("an apple a day", "apple day"),
     ("theater and anthem", "theater and anthem"),  # Articles only as whole words.
     ("A.B.C.", "abc"),
     ("  Denver\tBroncos \n", "denver broncos"),
     ("«Über» — the end", "«über» — end"),  # Only ASCII punctuation is removed.
+    # An article between non-ASCII punctuation becomes a space: "—an—" splits the words
+    # (mutation audit round 3: articles deleted without a space went unnoticed).
+    ("«The»—an—end", "« »— —end"),
     ("", ""),
-])
+]
+
+
+@pytest.mark.parametrize("text, expected", NORMALIZE_CASES)
 def test_normalize_answer(text, expected):
   assert evaluate.normalize_answer(text) == expected
+
+
+def test_normalize_answer_matches_official_script(official_v1):
+  for text, _ in NORMALIZE_CASES:
+    assert evaluate.normalize_answer(text) == official_v1.normalize_answer(text), text
 
 
 @pytest.mark.parametrize("gold, pred, f1", [
@@ -149,6 +160,47 @@ def test_v2_by_hand_threshold_half():
   assert (scores["exact"], scores["f1"]) == (60.0, 60.0)
   assert scores["HasAns_exact"] == scores["HasAns_f1"] == pytest.approx(100 / 3)
   assert (scores["NoAns_exact"], scores["NoAns_f1"]) == (100.0, 100.0)
+
+
+def test_v2_by_hand_threshold_equal_to_a_null_odds():
+  """The official rule is na_prob > na_prob_thresh: q2's null odds 0.6 at a threshold of 0.6
+  keep its answer (mutation audit round 3: >= went unnoticed, no null odds equalled the
+  thresholds tried)."""
+  dataset, preds, na_probs = _v2_inputs()
+  scores = evaluate.evaluate_v2(dataset, preds, na_probs, na_prob_thresh=0.6)
+  # q1 (0.2) and q2 (0.6) keep their raw scores, EM 1, 0 and F1 1, 2/3; q3, q4 (unanswerable)
+  # turn into right "no answer"s, q5 (answerable) a wrong one.
+  assert scores["exact"] == pytest.approx(100 * 3 / 5)
+  assert scores["f1"] == pytest.approx(100 * (1 + 2 / 3 + 1 + 1) / 5)
+  assert scores["HasAns_f1"] == pytest.approx(100 * (1 + 2 / 3) / 3)
+
+
+def test_v2_gold_answers_that_normalise_to_nothing_are_dropped():
+  """The official v2.0 get_raw_scores keeps only gold answers that normalise to something:
+  gold "The" beside "Paris" does not make "" right; with "the" alone the gold is "" (but the
+  question still counts as answerable: it has an answer). Mutation audit round 3: keeping
+  every gold answer went unnoticed."""
+  dataset = _dataset([("g1", ["The", "Paris"]), ("g2", ["the"])])
+  preds = {"g1": "", "g2": ""}
+  exact, f1 = evaluate.get_raw_scores(dataset, preds)
+  assert (exact, f1) == ({"g1": 0, "g2": 1}, {"g1": 0, "g2": 1})
+  scores = evaluate.evaluate_v2(dataset, preds)
+  assert (scores["exact"], scores["f1"], scores["HasAns_total"]) == (50.0, 50.0, 2)
+
+
+def test_v2_best_threshold_an_abstaining_unanswerable_question_costs_nothing():
+  """find_best_thresh as the official v2.0 script: letting an unanswerable question answer
+  costs 1 only if its prediction is not empty (mutation audit round 3: always -1 went
+  unnoticed; in V2_CASE the abstaining q3 comes after the best threshold)."""
+  dataset = _dataset([("n1", []), ("a1", ["Paris"]), ("n2", [])])
+  preds = {"n1": "", "a1": "Paris", "n2": "Lyon"}
+  na_probs = {"n1": 0.1, "a1": 0.3, "n2": 0.5}
+  scores = evaluate.evaluate_v2(dataset, preds, na_probs)
+  # Start from all "no answer": 2 right. n1 answers "": still 2; a1 answers right: 3, the
+  # best, at 0.3; n2 answers "Lyon": 2.
+  assert (scores["best_exact"], scores["best_exact_thresh"]) == (100.0, 0.3)
+  assert (scores["best_f1"], scores["best_f1_thresh"]) == (100.0, 0.3)
+  assert scores["exact"] == pytest.approx(100 * 2 / 3)
 
 
 def test_v2_without_null_odds_and_with_missing_predictions():
