@@ -85,6 +85,27 @@ def test_wrong_answer_offset_is_skipped_and_counted_like_the_original(run_squad,
   assert len(squad_examples.read_squad_examples(path, is_training=False).examples) == 5
 
 
+def test_answer_ending_the_context_or_with_a_trailing_space_as_the_original(run_squad,
+                                                                           tmp_path):
+  """An answer's last character is answer_start + len(text) - 1: an answer that ends the
+  context is kept, and one annotated with a trailing space ends at the word before that
+  space, not the next word (mutation audit round 3: one character further went unnoticed,
+  no fixture answer ends its context or has a trailing space)."""
+  context = "The lighthouse opened in 1895. Paris is far away."
+  squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+      {"id": "end", "question": "How far?",
+       "answers": [{"text": "far away.", "answer_start": context.index("far")}]},
+      {"id": "space", "question": "Where?",
+       "answers": [{"text": "Paris ", "answer_start": context.index("Paris")}]},
+  ]}]}]}
+  path = _write(tmp_path, squad, "train.json")
+  ours, skipped = squad_examples.read_squad_examples(path, is_training=True)
+  assert skipped == []
+  assert _as_tuples(ours) == _as_tuples(_original_examples(run_squad, path, True, False))
+  # Words: The lighthouse opened in 1895. Paris is far away.
+  assert [(e.start_position, e.end_position) for e in ours] == [(7, 8), (5, 5)]
+
+
 @pytest.mark.parametrize("answer_start", [100, -3, 12])
 def test_answer_offset_outside_context_is_skipped_not_a_crash(tmp_path, answer_start):
   # The original raises IndexError for offsets past the end (and misreads negative ones).
