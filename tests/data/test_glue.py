@@ -75,6 +75,33 @@ def test_same_examples_as_original_processors(name, original_class, methods):
     assert [(e.guid, e.text_a, e.text_b, e.label) for e in got] == expected, method
 
 
+def test_mnli_dev_label_is_the_gold_label_where_annotators_disagree(tmp_path):
+  """MNLI's dev files hold five annotators' labels (label1 ... label5) and then gold_label,
+  the last column, which the original reads. Real dev rows disagree (label1 is not always the
+  gold label); the fixture's agree, so here one annotator dissents on every row (mutation
+  audit round 3: a dev split read from label1 went unnoticed)."""
+  data_dir = tmp_path / "MNLI"
+  shutil.copytree(task_dir("mnli"), data_dir)
+  gold = {}
+  for split in ("dev_matched", "dev_mismatched"):
+    path = data_dir / f"{split}.tsv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in lines[1:]]
+    for i, fields in enumerate(rows):
+      others = [name for name in glue.TASKS["mnli"].labels if name != fields[-1]]
+      fields[10] = others[i % 2]  # label1
+    path.write_text("\n".join([lines[0]] + ["\t".join(f) for f in rows]) + "\n",
+                    encoding="utf-8")
+    gold[split] = [fields[-1] for fields in rows]
+  processor = glue.get_processor("mnli")
+  original = google("run_classifier").MnliProcessor()
+  assert ([(e.guid, e.text_a, e.text_b, e.label)
+           for e in processor.get_dev_examples(str(data_dir))] ==
+          _original_examples(original, "get_dev_examples", str(data_dir)))
+  for split, labels in gold.items():
+    assert [e.label for e in processor.get_examples(str(data_dir), split)] == labels, split
+
+
 # === Tasks the original had no processor for: the hand-written rows ===
 
 @pytest.mark.parametrize("name,split,index,expected", [
