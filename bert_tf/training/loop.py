@@ -585,7 +585,7 @@ class Trainer:
 
     # The batches read so far: one per update, and one per float16 update skipped for overflow.
     position = step + int(self._skipped_updates.numpy())
-    if position:
+    if position and step < c.num_train_steps and not stop:  # (said only where it trains)
       progress(f"input: skipping the {position} batches read before step {step}, to go on "
                "with the data where the run was")
 
@@ -732,11 +732,14 @@ def random_states(model):
 
 
 def takes_skip_batches(dataset_fn):
-  """Whether ``dataset_fn`` takes ``skip_batches=`` (``Trainer.train``)."""
+  """Whether ``dataset_fn`` takes ``skip_batches=`` (``Trainer.train``): a parameter of that
+  name that a keyword can give (not ``**kwargs``, which may not pass it on)."""
   try:
-    return "skip_batches" in inspect.signature(dataset_fn).parameters
+    parameter = inspect.signature(dataset_fn).parameters.get("skip_batches")
   except (TypeError, ValueError):  # (a callable without a signature)
     return False
+  return parameter is not None and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                      inspect.Parameter.KEYWORD_ONLY)
 
 
 def training_checkpoint(model, optimizer, skipped_updates, prefix=None):

@@ -39,7 +39,8 @@ def _dataset_fn(global_batch, n=16):
 
 def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, config=CONFIG,
            steps_per_loop=2, save_every=2, init_weights=None, lr=1e-3, sgd=False, examples=16,
-           clip_norm=optimization.DEFAULT_CLIP_NORM, dtype=None, initial_scale=None):
+           clip_norm=optimization.DEFAULT_CLIP_NORM, dtype=None, initial_scale=None,
+           dataset_fn=None):
   strategy = strategy or tf.distribute.get_strategy()
   keras.utils.set_random_seed(7)
   task = PretrainingTask(BertConfig.from_dict(config))
@@ -62,7 +63,8 @@ def _train(tmp_path, strategy=None, steps=4, global_batch=8, accumulation=1, con
       save_checkpoints_steps=save_every, gradient_accumulation_steps=accumulation,
       global_batch_size=global_batch, seq_length=12))
   lines = []
-  result = trainer.train(_dataset_fn(global_batch, examples), progress=lines.append)
+  result = trainer.train(dataset_fn or _dataset_fn(global_batch, examples),
+                         progress=lines.append)
   return model, result, lines
 
 
@@ -141,8 +143,63 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path):
   assert result["global_step"] == 6 and result["loss"] is None and lines[:2] == [
       lines[0], "training already went to step 6, past the 4 this run plans: nothing to "
       "train; what follows uses the weights of step 6"]
+  # (No input is skipped "to go on with the data" where nothing goes on; nor for a finished
+  # run called again.)
+  for steps in (4, 6):
+    _, _, lines = _train(tmp_path / "resumed", steps=steps, **run)
+    assert not [line for line in lines if line.startswith("input: skipping")], lines
   for a, b in zip(straight.get_weights(), again.get_weights()):
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_dataset_fn_that_takes_skip_batches_skips_each_pipelines_share(tmp_path):
+  """A resumed run gives a dataset_fn that takes ``skip_batches`` (run_pretraining.py's) the
+  per-replica batches its pipeline read before the checkpoint: with 2 replicas in one
+  pipeline, 2 per update (an oracle here: ``.skip`` of its own batches). Every batch holds
+  other examples, so another count trains on other data and fails the comparison."""
+  if len(tf.config.list_logical_devices("CPU")) < 2:
+    pytest.skip("needs 2 logical CPUs (tests/conftest.py configures them)")
+  mirrored = distribution.get_strategy("mirrored")
+  base = _dataset_fn(8, 6 * 8)
+  calls = []
+
+  def dataset_fn(ctx, skip_batches=0):
+    calls.append((ctx.num_input_pipelines, ctx.num_replicas_in_sync, skip_batches))
+    return base(ctx).skip(skip_batches)
+
+  run = dict(strategy=mirrored, steps_per_loop=1, save_every=1, examples=6 * 8)
+  straight, _, _ = _train(tmp_path / "straight", steps=6, **run)
+  _train(tmp_path / "resumed", steps=3, dataset_fn=dataset_fn, **run)
+  assert calls == [(1, 2, 0)], calls  # (a run from step 0 skips nothing)
+  calls.clear()
+  resumed, _, lines = _train(tmp_path / "resumed", steps=6, dataset_fn=dataset_fn, **run)
+  assert calls == [(1, 2, 6)], calls
+  assert "input: skipping the 3 batches read before step 3, to go on with the data where the " \
+         "run was" in lines
+  for a, b in zip(straight.get_weights(), resumed.get_weights()):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_which_dataset_fns_take_skip_batches():
+  import functools  # pylint: disable=import-outside-toplevel
+
+  def takes(ctx, skip_batches=0):
+    return ctx, skip_batches
+
+  class Callable:
+    def __call__(self, ctx, *, skip_batches=0):
+      return ctx, skip_batches
+
+  assert loop.takes_skip_batches(takes)
+  assert loop.takes_skip_batches(functools.partial(takes))
+  assert loop.takes_skip_batches(Callable())
+  assert not loop.takes_skip_batches(lambda ctx: ctx)
+  assert not loop.takes_skip_batches(lambda ctx, **kwargs: ctx)  # (may not pass it on)
+  def positional(ctx, skip_batches=0, /):  # (a keyword cannot give it)
+    return ctx, skip_batches
+
+  assert not loop.takes_skip_batches(positional)
+  assert not loop.takes_skip_batches(dict)  # (no signature)
 
 
 def test_eval_metrics_match_definitions(tmp_path):
