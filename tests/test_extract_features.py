@@ -88,3 +88,38 @@ def test_bad_input_is_one_line_error(tmp_path, minilm_path, flag, needle):
   last = result.stderr.strip().splitlines()[-1]
   assert needle in last and "Traceback" not in result.stderr
   assert not (tmp_path / "o.jsonl").exists()
+
+
+# Words of one word piece each in the uncased vocab, so a text of k of them is k pieces; the
+# last text's words are several pieces each.
+_WORDS = "the cat sat on a mat and then it ran far away".split()
+_TEXTS = [" ".join(_WORDS[:k]) for k in range(1, 11)] + [
+    "Unaffable bankers' naïveté: supercalifragilistic!"]
+
+
+@pytest.mark.parametrize("max_seq_length", [3, 5, 8, 11, 16])
+def test_packing_matches_the_originals_convert_examples_to_features(minilm_path,
+                                                                     max_seq_length):
+  """Tokens and features of every pair of lengths 1..10 (equal lengths too: the original pops
+  from text_b then) and of single texts, at lengths that cut them, as the original
+  extract_features.py's convert_examples_to_features makes them (mutation audit round 3: its
+  truncation was untested; popping a on ties, a pair budget of S - 2, a single text cut to
+  S - 3 went unnoticed)."""
+  from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
+  from tests.reference.google_bert import google  # pylint: disable=import-outside-toplevel
+  original = google("extract_features")
+  vocab = str(minilm_path / "vocab.txt")
+  pairs = [(a, b) for a in _TEXTS for b in _TEXTS] + [(a, None) for a in _TEXTS]
+  theirs = original.convert_examples_to_features(
+      [original.InputExample(i, a, b) for i, (a, b) in enumerate(pairs)], max_seq_length,
+      google("tokenization").FullTokenizer(vocab, do_lower_case=True))
+  tokens, features = extract.convert_examples_to_features(
+      [extract.InputExample(i, a, b) for i, (a, b) in enumerate(pairs)], max_seq_length,
+      tokenization.FullTokenizer(vocab, do_lower_case=True))
+  assert any(a == b and len(f.tokens) < 2 * len(a.split()) + 3
+             for (a, b), f in zip(pairs, theirs))  # a cut pair of equal lengths
+  for i, feature in enumerate(theirs):
+    assert tokens[i] == feature.tokens, pairs[i]
+    assert features["input_ids"][i].tolist() == feature.input_ids, pairs[i]
+    assert features["input_mask"][i].tolist() == feature.input_mask, pairs[i]
+    assert features["segment_ids"][i].tolist() == feature.input_type_ids, pairs[i]
