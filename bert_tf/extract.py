@@ -64,10 +64,14 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length):
 
 
 def pack_example(tokens_a, tokens_b, max_seq_length):
-  """``[CLS] a [SEP] (b [SEP])`` with the original's truncation -> ``(tokens, segment_ids)``."""
+  """``[CLS] a [SEP] (b [SEP])`` with the original's truncation -> ``(tokens, segment_ids)``.
+
+  As the original's ``if tokens_b``: a ``tokens_b`` without word pieces (``[]``: a text_b of
+  "", or of characters the tokenizer drops) is no second segment, and a is cut to S - 2.
+  """
   tokens_a = list(tokens_a)
   tokens_b = list(tokens_b) if tokens_b is not None else None
-  if tokens_b is not None:
+  if tokens_b:
     truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
   else:
     tokens_a = tokens_a[:max_seq_length - 2]

@@ -104,12 +104,15 @@ def test_packing_matches_the_originals_convert_examples_to_features(minilm_path,
   from text_b then) and of single texts, at lengths that cut them, as the original
   extract_features.py's convert_examples_to_features makes them (mutation audit round 3: its
   truncation was untested; popping a on ties, a pair budget of S - 2, a single text cut to
-  S - 3 went unnoticed)."""
+  S - 3 went unnoticed), and a text_b without word pieces."""
   from bert_tf import tokenization  # pylint: disable=import-outside-toplevel
   from tests.reference.google_bert import google  # pylint: disable=import-outside-toplevel
   original = google("extract_features")
   vocab = str(minilm_path / "vocab.txt")
-  pairs = [(a, b) for a in _TEXTS for b in _TEXTS] + [(a, None) for a in _TEXTS]
+  # A text_b without word pieces is no text_b (the original's `if tokens_b`): a is cut to
+  # S - 2, not to S - 3 as for a pair (it was, in extract_features and bert_tf.load's calls).
+  pairs = [(a, b) for a in _TEXTS for b in _TEXTS + ["", "\x00 \u200b"]] + [
+      (a, None) for a in _TEXTS]
   theirs = original.convert_examples_to_features(
       [original.InputExample(i, a, b) for i, (a, b) in enumerate(pairs)], max_seq_length,
       google("tokenization").FullTokenizer(vocab, do_lower_case=True))
