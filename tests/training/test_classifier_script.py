@@ -65,16 +65,18 @@ def run(tmp_path_factory, uncased_vocab):
           "vocab": str(uncased_vocab)}
 
 
-def _google_outputs(run, split, batch_size=None):
+def _google_outputs(run, split, batch_size=None, examples=None):
   """Google's processor -> tokenizer -> features -> create_model, restored from the script's
   Google-format checkpoint. Returns logits, probabilities, per_example_loss, label ids, ids.
-  With batch_size, the examples are padded with the original's PaddingInputExample."""
+  With batch_size, the examples are padded with the original's PaddingInputExample. With
+  ``examples`` (the original's InputExamples), those rather than the split's."""
   run_classifier = google("run_classifier")
   modeling = google("modeling")
   tokenization = google("tokenization")
   processor = run_classifier.MrpcProcessor()
-  examples = (processor.get_dev_examples(str(MRPC)) if split == "dev" else
-              processor.get_test_examples(str(MRPC)))
+  if examples is None:
+    examples = (processor.get_dev_examples(str(MRPC)) if split == "dev" else
+                processor.get_test_examples(str(MRPC)))
   if batch_size:
     examples += [run_classifier.PaddingInputExample()] * (-len(examples) % batch_size)
   tokenizer = tokenization.FullTokenizer(run["vocab"], do_lower_case=True)
@@ -244,6 +246,25 @@ def test_classify_by_label_name(run, tmp_path):
   assert [row["label"] for row in rows] == [r["label"] for r in results]
   np.testing.assert_allclose([row["logits"] for row in rows], google_test["logits"], atol=1e-5)
   assert rows[0]["text"] == examples[0].text_a and rows[0]["text_b"] == examples[0].text_b
+
+
+def test_classify_cuts_texts_where_the_fine_tuning_did(run):
+  """classify truncates at the fine-tuning's --max_seq_length (classifier.json's 32, not the
+  model's 64 positions): texts of 40 to 90 word pieces give Google's model's logits on the
+  original's convert_single_example at 32 (mutation audit round 3: the fixture's texts all
+  fit in 32, and classify at the position limit went unnoticed)."""
+  import bert_tf  # pylint: disable=import-outside-toplevel
+  run_classifier = google("run_classifier")
+  test = run_classifier.MrpcProcessor().get_test_examples(str(MRPC))
+  examples = [run_classifier.InputExample(guid=f"long-{i}", text_a=" ".join([e.text_a] * 8),
+                                          text_b=(" ".join([e.text_b] * 3) if i % 2 else None),
+                                          label="0")
+              for i, e in enumerate(test)]
+  google_long = _google_outputs(run, "test", examples=examples)
+  assert (google_long["input_mask"].sum(-1) == SEQ_LENGTH).all()  # every one was cut
+  results = bert_tf.load(str(run["out"])).classify([
+      e.text_a if e.text_b is None else (e.text_a, e.text_b) for e in examples])
+  np.testing.assert_allclose([r["logits"] for r in results], google_long["logits"], atol=1e-5)
 
 
 def test_classify_without_label_names_is_one_line_error(run, tmp_path):
