@@ -3,6 +3,7 @@ transformers loads the folder and gives the same hidden states and MLM/NSP logit
 (Google's tanh GELU and Hugging Face's exact one); bert_tf loads it back bit for bit; a
 Hugging Face folder comes back as the very tensors transformers wrote."""
 
+import copy
 import json
 import os
 import subprocess
@@ -176,6 +177,53 @@ def test_a_keras_encoder_is_a_bert_model_and_casing_comes_from_the_vocab(tmp_pat
   bert_tf.export_hugging_face(encoder, str(tmp_path / "hf2"),
                               vocab_file=str(tmp_path / "vocab.txt"))
   assert (tmp_path / "hf2" / "vocab.txt").read_text() == (tmp_path / "vocab.txt").read_text()
+
+
+def test_layer_norm_eps_and_pad_token_id_reach_transformers(tmp_path):
+  """A model of another ``layer_norm_eps`` (1e-3; Hugging Face models have others than
+  Google's 1e-12) exports it: transformers' BertModel gives bert_tf's hidden states, which
+  1e-12 misses by far more than the tolerance; ``pad_token_id`` is the id of [PAD], the one
+  transformers' tokenizer pads with, here not 0 (mutation audit round 3: config.json with a
+  fixed 1e-12 or pad_token_id 0 went unnoticed: every model tested had both)."""
+  torch = pytest.importorskip("torch", reason="torch is a test-only dependency")
+  transformers = pytest.importorskip("transformers", reason="transformers is a test-only "
+                                     "dependency")
+  vocab = TINY_VOCAB[1:5] + ["[PAD]"] + TINY_VOCAB[5:]  # [PAD] is id 4
+  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=37, max_position_embeddings=64,
+                      type_vocab_size=2, layer_norm_eps=1e-3)
+  encoder = BertModel(config)
+  _randomize(encoder, seed=7)
+  bert_tf.export_hugging_face(encoder, str(tmp_path / "hf"),
+                              vocab_file=str(tmp_path / "vocab.txt"))
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"),
+                                                         local_files_only=True)
+  model = transformers.BertModel.from_pretrained(str(tmp_path / "hf"), local_files_only=True,
+                                                 attn_implementation="eager").eval()
+  assert model.config.layer_norm_eps == 1e-3
+  assert model.config.pad_token_id == tokenizer.pad_token_id == 4
+  batch = tokenizer(["the cat sat on the mat .", "he walked to the store ."], padding=True,
+                    return_tensors="np")
+  assert (batch["input_ids"] == 4).any()  # padded with [PAD]'s id
+  ours = encoder({"input_word_ids": batch["input_ids"].astype(np.int32),
+                  "input_mask": batch["attention_mask"].astype(np.int32),
+                  "input_type_ids": batch["token_type_ids"].astype(np.int32)},
+                 training=False)["sequence_output"].numpy()
+
+  def run(hf_model):
+    with torch.no_grad():
+      return hf_model(**{k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
+                      ).last_hidden_state.numpy()
+
+  real = batch["attention_mask"].astype(bool)
+  np.testing.assert_allclose(ours[real], run(model)[real], atol=TOL, rtol=0)
+  # The test can fail: Google's 1e-12 is off by far more than the tolerance.
+  other_config = copy.deepcopy(model.config)
+  other_config.layer_norm_eps = 1e-12
+  other = transformers.BertModel(other_config).eval()
+  other.load_state_dict(model.state_dict())
+  assert np.abs(run(other)[real] - ours[real]).max() > 10 * TOL
 
 
 def test_output_dir_is_new_empty_or_a_previous_export(google_folder, tmp_path, capsys):
