@@ -86,6 +86,9 @@ check("encoder_outputs", np.stack([x.numpy() for x in out["encoder_outputs"]]), 
 signature = encoder.signatures["serving_default"](**ids)
 check("signature_encoder_outputs", signature["encoder_outputs"], atol=1e-5)
 check("num_trainable_variables", len(encoder.trainable_variables))
+# training=True is dropout on, as TF Hub's encoders (fine-tuning's outputs are not serving's).
+check("dropout_in_training", np.abs(encoder(ids, training=True)["sequence_output"].numpy() -
+                                    encoder(ids)["sequence_output"].numpy()).max() > 1e-3)
 with tf.GradientTape() as tape:
   loss = tf.reduce_sum(encoder(ids, training=True)["pooled_output"])
 grads = tape.gradient(loss, encoder.trainable_variables)
@@ -202,6 +205,8 @@ def test_exports_load_without_bert_tf_and_match_keras(tmp_path):
   expected["signature_encoder_outputs"] = expected["encoder_outputs"]
   expected["num_trainable_variables"] = np.array(len(model.bert.trainable_variables))
   expected["num_gradients"] = expected["num_trainable_variables"]
+  # (mutation audit round 3: an encoder that ignored training=True went unnoticed)
+  expected["dropout_in_training"] = np.array(True)
   expected["do_lower_case"] = np.array(True)
   expected["vocab"] = np.array(WORDS, object)
   tokens = preprocessor.tokenize(text_a)
