@@ -8,6 +8,7 @@ restore ``--init_checkpoint``: ``get_assignment_map_from_checkpoint`` +
 ``ckpt-N`` itself matches none of them: what Google's code ran on before, without a word. The
 export of a run's last checkpoint is the run's own ``output_dir/google``, byte for byte."""
 
+import inspect
 import json
 import os
 import shutil
@@ -474,3 +475,17 @@ def test_a_config_googles_code_cannot_run_is_noted(tmp_path, capsys):
   with pytest.raises(ValueError, match="Unsupported activation"):
     google("modeling").get_activation("gelu_exact")
   shutil.rmtree(tmp_path / "g")
+
+
+def test_a_layer_norm_eps_googles_code_ignores_is_noted():
+  """Google's modeling.py has no layer_norm_eps: its BertConfig takes none and its layer_norm
+  is contrib's, whose epsilon is 1e-12 (REFERENCE.md). A config with another one is noted;
+  Google's own is not (mutation audit round 3: the note never written went unnoticed)."""
+  modeling = google("modeling")
+  assert "layer_norm_eps" not in inspect.signature(modeling.BertConfig).parameters
+  assert list(inspect.signature(modeling.layer_norm).parameters) == ["input_tensor", "name"]
+  assert google_export.google_incompatibilities(BertConfig.from_dict(CONFIG)) == []
+  assert google_export.google_incompatibilities(
+      BertConfig.from_dict({**CONFIG, "layer_norm_eps": 1e-5})) == [
+          "layer_norm_eps 1e-05 is not Google's 1e-12: Google's code ignores it and computes "
+          "slightly other numbers"]
