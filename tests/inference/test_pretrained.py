@@ -59,6 +59,67 @@ def test_the_table_is_the_readme_of_google_research_bert():
   assert pretrained.find("bert-base-uncased/") is None and pretrained.find("gpt2") is None
 
 
+# Hugging Face's hub names of Google's checkpoints (their model cards) and google-research/bert
+# README's names of the small BERTs (Tiny 2/128, Mini 4/256, Small 4/512, Medium 8/512).
+HUB_NAMES = {
+    "bert-base-uncased": "uncased_L-12_H-768_A-12",
+    "bert-large-uncased": "uncased_L-24_H-1024_A-16",
+    "bert-base-cased": "cased_L-12_H-768_A-12",
+    "bert-large-cased": "cased_L-24_H-1024_A-16",
+    "bert-large-uncased-whole-word-masking": "wwm_uncased_L-24_H-1024_A-16",
+    "bert-large-cased-whole-word-masking": "wwm_cased_L-24_H-1024_A-16",
+    "bert-base-multilingual-cased": "multi_cased_L-12_H-768_A-12",
+    "bert-base-multilingual-uncased": "multilingual_L-12_H-768_A-12",
+    "bert-base-chinese": "chinese_L-12_H-768_A-12",
+    "bert-tiny": "uncased_L-2_H-128_A-2",
+    "bert-mini": "uncased_L-4_H-256_A-4",
+    "bert-small": "uncased_L-4_H-512_A-8",
+    "bert-medium": "uncased_L-8_H-512_A-8",
+}
+
+
+def test_familiar_names_are_the_checkpoints_they_name():
+  """Each familiar name is Google's checkpoint of that name, and so of its casing (mutation
+  audit round 3: bert-base-cased meaning the uncased model went unnoticed)."""
+  for alias, name in HUB_NAMES.items():
+    spellings = [alias, alias.upper()] + ([f"google-bert/{alias}"]  # (the hub's move)
+                                          if "_L-12_" in name or "_L-24_" in name else [])
+    for spelled in spellings:
+      assert pretrained.find(spelled).name == name, spelled
+    cased = name.startswith(("cased_", "wwm_cased_", "multi_cased_"))
+    assert pretrained.find(alias).do_lower_case is not cased, alias
+  assert not set(pretrained.ALIASES) - set(HUB_NAMES) - {
+      a for a in pretrained.ALIASES if a.startswith(("google/", "google-bert/"))}
+
+
+def test_an_existing_folder_wins_over_a_name(model_mirror, tmp_path, monkeypatch):
+  """A user's own folder named like a released model is theirs: resolved as itself, nothing
+  downloaded (mutation audit round 3: resolving every known name went unnoticed)."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "bert-tiny").mkdir()
+  assert pretrained.resolve("bert-tiny") == "bert-tiny"
+  assert pretrained.resolve_file("bert-tiny", "vocab.txt") == "bert-tiny"
+  assert pretrained.resolve_flags("bert-tiny") == ("bert-tiny", None, None)
+  assert model_mirror.requests == []
+
+
+def test_the_scripts_files_given_beside_a_name_are_kept(model_mirror, tmp_path):
+  """``--init_checkpoint=NAME`` gives its folder's bert_config.json and vocab.txt only where
+  --bert_config_file / --vocab_file are not given (mutation audit round 3: a given config
+  replaced by the folder's went unnoticed)."""
+  cached = tmp_path / "cache" / "2020_02_20" / "uncased_L-2_H-128_A-2"  # as if downloaded
+  cached.mkdir(parents=True)
+  for name in ("bert_config.json", "vocab.txt", "bert_model.ckpt.index",
+               "bert_model.ckpt.data-00000-of-00001"):
+    (cached / name).write_text("")
+  checkpoint = str(cached / "bert_model.ckpt")
+  assert pretrained.resolve_flags("bert-tiny") == (
+      checkpoint, str(cached / "bert_config.json"), str(cached / "vocab.txt"))
+  assert pretrained.resolve_flags("bert-tiny", "my/bert_config.json", "my/vocab.txt") == (
+      checkpoint, "my/bert_config.json", "my/vocab.txt")
+  assert model_mirror.requests == []
+
+
 def test_load_by_name_equals_load_of_the_folder_and_downloads_once(tiny_google, model_mirror,
                                                                     tmp_path):
   folder, _ = tiny_google
