@@ -22,6 +22,18 @@ def test_merges_hand_computed():
   assert {"newest", "widest", "lower"} <= set(learned)
 
 
+def test_a_pair_as_frequent_as_min_pair_count_is_merged_and_ties_go_by_code_point():
+  # "ab" twice: pieces a and ##b, 2 each (a tie: "##b" < "a" by code point), pair (a, ##b) 2.
+  # min_pair_count=2 merges it, as Hugging Face's WordPieceTrainer(min_frequency=2) does;
+  # 3 does not (mutation audit round 3: stopping at a count equal to min_pair_count, and
+  # ties in first-seen order, went unnoticed: the hand-computed case above uses 1, a set).
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  assert vocab.learn_vocab({"ab": 2}, vocab_size=10) == special + ["##b", "a", "ab"]
+  assert vocab.learn_vocab({"ab": 2}, vocab_size=10, min_pair_count=3) == special + ["##b", "a"]
+  assert vocab.learn_vocab({"ba": 1, "ab": 1}, vocab_size=9, min_pair_count=1) == special + [
+      "##a", "##b", "a", "b"]
+
+
 def test_special_ids_match_google_layout(uncased_vocab):
   google_ids = tokenization.load_vocab(str(uncased_vocab))
   learned = vocab.learn_vocab({"hello": 3, "world": 2}, vocab_size=200, num_unused_tokens=99)
