@@ -126,3 +126,19 @@ def test_packing_matches_the_originals_convert_examples_to_features(minilm_path,
     assert features["input_ids"][i].tolist() == feature.input_ids, pairs[i]
     assert features["input_mask"][i].tolist() == feature.input_mask, pairs[i]
     assert features["segment_ids"][i].tolist() == feature.input_type_ids, pairs[i]
+
+
+def test_layer_indexes_are_those_of_the_originals_list_of_layers():
+  """--layers takes exactly the indexes of the original's ``get_all_encoder_layers()[i]``, a
+  list of L layers: -L..L-1; any other is one line before the model runs (mutation audit
+  round 3: index L let through, an IndexError traceback at the first batch, went unnoticed)."""
+  layers = [f"layer_{i}" for i in range(6)]  # the original's list, of 6 layers
+  for index in range(-8, 8):
+    try:
+      layers[index]  # pylint: disable=pointless-statement
+    except IndexError:
+      with pytest.raises(BertTfError, match=rf"^--layers: index {index} is out of range for a "
+                         r"model with 6 layers$"):
+        extract.parse_layers(str(index), 6)
+    else:
+      assert extract.parse_layers(f"{index},-1", 6) == [index, -1]
