@@ -155,3 +155,25 @@ def test_write_together_leaves_no_temporary_file_when_a_rename_fails(tmp_path):
   with pytest.raises(OSError):
     fileio.write_together({str(a): "new", str(tmp_path / "b.txt"): "new"})
   assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]
+
+
+def test_the_temporary_file_is_whole_and_closed_when_renamed(tmp_path, monkeypatch):
+  """What is renamed onto the target holds everything written: the file is closed (its
+  buffer written out) before the rename, so a kill just after the rename cannot leave a short
+  target (mutation audit: renaming inside the ``with``, before the close, went unnoticed: the
+  target was whole once the block ended, as the other tests look)."""
+  target = tmp_path / "out.txt"
+  target.write_text("old\n")
+  at_rename = []
+  commit = fileio.commit
+
+  def watched(tmp, path):  # the temporary file as another process would read it then
+    with open(tmp, encoding="utf-8") as f:
+      at_rename.append((f.read(), target.read_text()))
+    commit(tmp, path)
+
+  monkeypatch.setattr(fileio, "commit", watched)
+  with fileio.atomic_write(str(target)) as f:
+    f.write("new\n")  # (far below a buffer's size: still in it until the close)
+  assert at_rename == [("new\n", "old\n")]
+  assert target.read_text() == "new\n"

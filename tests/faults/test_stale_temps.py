@@ -55,3 +55,29 @@ def test_input_globs_leave_out_a_stopped_data_preps_temporary_file(tmp_path):
   assert str(error.value) == (
       f"no input files match '{tmp_path}/data-2*' (--input_file) (only "
       f"'{tmp_path / names[2]}', the temporary file of a write that is running or was stopped)")
+
+
+def test_only_whole_temp_names_of_stopped_processes_are_removed(tmp_path):
+  """A name is a temporary one only when it is all of ``<target>.tmp-<pid>-<8 hex>``: a user's
+  file that starts like one (a copy kept with a suffix) or whose last part is not 8 hex digits
+  stays. A temporary folder (a checkpoint written under one) goes when its process has
+  stopped, not while it runs (mutation audit: a prefix match, a looser last part and removing
+  a running process's folder all went unnoticed)."""
+  dead = _dead_pid()
+  target = tmp_path / "eval_results.txt"
+  users = [f"eval_results.txt.tmp-{dead}-0123abcd.keep", f"eval_results.txt.tmp-{dead}-backup",
+           f"eval_results.txt.tmp-{dead}-0123abcde", f"eval_results.txt.tmp-{dead}-0123abc"]
+  for name in users:
+    (tmp_path / name).write_text("mine")
+  running = tmp_path / f"eval_results.txt.tmp-{os.getpid()}-89abcdef"
+  stopped = tmp_path / f"eval_results.txt.tmp-{dead}-fedcba98"
+  for folder in (running, stopped):
+    folder.mkdir()
+    (folder / "ckpt.index").write_text("x")
+  assert fileio.temp_target(stopped.name) == ("eval_results.txt", dead)
+  for name in users:
+    assert fileio.temp_target(name) is None, name
+  with fileio.atomic_write(str(target)) as f:
+    f.write("loss = 1.0\n")
+  assert sorted(os.listdir(tmp_path)) == sorted(users + ["eval_results.txt", running.name])
+  assert (running / "ckpt.index").read_text() == "x"
