@@ -162,6 +162,25 @@ def test_optimizer_kwargs_build_the_optimizer():
   assert config["exclude_from_weight_decay"] == ["LayerNorm", "bias", "embeddings"]
 
 
+def test_every_optimizer_flag_reaches_the_optimizer_and_its_schedule():
+  """Non-default --adam_beta1/2, --end_learning_rate and --lr_decay_power are those the
+  optimizer and its learning rate use: after warmup, Keras's own PolynomialDecay with that end
+  value and power (mutation audit: --lr_decay_power left at 1.0 on its way to the optimizer
+  went unnoticed; the test above gives the defaults of those two)."""
+  import keras  # pylint: disable=import-outside-toplevel
+  kwargs = training_flags.optimizer_kwargs(_parsed([
+      "--adam_beta1=0.8", "--adam_beta2=0.95", "--end_learning_rate=1e-4",
+      "--lr_decay_power=2.0", "--weight_decay_rate=0.05"]))
+  optimizer = optimization.create_optimizer(1e-3, 100, 10, **kwargs)
+  assert (optimizer.beta_1, optimizer.beta_2, optimizer.weight_decay_rate) == (0.8, 0.95, 0.05)
+  reference = keras.optimizers.schedules.PolynomialDecay(1e-3, 100, end_learning_rate=1e-4,
+                                                         power=2.0)
+  schedule = optimizer._learning_rate  # pylint: disable=protected-access
+  assert isinstance(schedule, optimization.WarmupPolynomialDecay)
+  for step in (10, 50, 99, 100, 150):
+    assert abs(float(schedule(step)) - float(reference(step))) < 1e-9, step
+
+
 def test_bad_values_are_rejected_at_parse_time():
   for argv in (["--optimizer_type=sgd"], ["--dtype=int8"], ["--gradient_accumulation_steps=0"],
                ["--distribution_strategy=gpu"]):
