@@ -255,6 +255,30 @@ def test_lamb_can_keep_layer_adaptation_for_excluded_variables():
                              rtol=1e-5)
 
 
+@pytest.mark.parametrize("fused", [False, True, "whole"])
+def test_lamb_trust_ratio_is_one_where_a_norm_is_zero(fused):
+  """LAMB's ratio ||w|| / ||u|| is 1 where either norm is 0 (TF Addons' and NVIDIA's LAMB):
+  a kernel that starts at zero moves by the Adam direction, lr * g / (|g| + eps) at the first
+  update (bias-corrected m_hat = g, v_hat = g^2); one whose gradient and decay are zero stays
+  where it is (mutation audit: a ratio of 0 for a zero weight, and 0/0 where the update is 0,
+  went unnoticed: the random weights of the tests above are never zero)."""
+  zero = _keras_variable("bert/encoder/layer_0/intermediate/dense/kernel",
+                         np.zeros((3, 4), np.float32))
+  still = _keras_variable("bert/encoder/layer_0/output/dense/kernel",
+                          _initial_values()["bert/encoder/layer_0/attention/output/dense/kernel"])
+  optimizer = optimization.create_optimizer(INIT_LR, NUM_TRAIN_STEPS, 0, optimizer_type="lamb",
+                                            weight_decay_rate=0.0, clip_norm=0.0)
+  optimizer.fused_update = bool(fused)
+  optimizer.fuse_all_variables = fused == "whole"
+  grad = np.random.RandomState(8).normal(size=(3, 4)).astype(np.float32)
+  before = still.numpy()
+  after = _run_ours(optimizer, [zero, still], [[grad, np.zeros((3, 4), np.float32)]])[-1]
+  assert optimizer._use_layer_adaptation == [True, True]  # pylint: disable=protected-access
+  np.testing.assert_allclose(after[zero.path][0], -INIT_LR * grad / (np.abs(grad) + 1e-6),
+                             rtol=1e-5)
+  np.testing.assert_array_equal(after[still.path][0], before)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_clipping_happens_on_the_global_gradient(fused):
   """Global norm 1: a gradient of norm 5 moves Adam's m by (1 - b1) * g / 5."""
