@@ -6,6 +6,7 @@ of test_multi_worker_failure.py finds the lock held by the chief's pid."""
 
 import json
 import os
+import shutil
 from unittest import mock
 
 import pytest
@@ -70,3 +71,32 @@ def test_a_worker_runs_beside_the_chief_holding_the_lock(tmp_path, monkeypatch):
       _run(str(tmp_path), _strategy(monkeypatch, {"worker": WORKERS}, "worker", 0))
   finally:
     held.release()
+
+
+@pytest.mark.parametrize("cluster,task_type,index", [
+    ({"worker": WORKERS}, "worker", 0), ({"worker": WORKERS}, "worker", 1),
+    ({"chief": ["127.0.0.1:1000"], "worker": WORKERS}, "chief", 0),
+    ({"chief": ["127.0.0.1:1000"], "worker": WORKERS}, "worker", 0)])
+def test_only_the_chief_saves_into_the_model_dir(tmp_path, monkeypatch, cluster, task_type,
+                                                 index):
+  """Every worker takes part in a save; TensorFlow's chief (``multi_worker_util.is_chief``)
+  saves into the model folder, each other worker into a new empty folder of its own outside
+  it, which no two calls share (mutation audit: a worker given the model folder, or a folder
+  inside it, went unnoticed here: only the multi-worker runs' processes would show it)."""
+  model_dir = tmp_path / "out"
+  model_dir.mkdir()
+  strategy = _strategy(monkeypatch, cluster, task_type, index)
+  chief = multi_worker_util.is_chief(tf.train.ClusterSpec(cluster), task_type, index)
+  first = distribution.worker_write_dir(strategy, str(model_dir))
+  if chief:
+    assert first == str(model_dir)
+    return
+  second = distribution.worker_write_dir(strategy, str(model_dir))
+  try:
+    for folder in (first, second):
+      assert os.path.isdir(folder) and os.listdir(folder) == []
+      assert os.path.commonpath([folder, str(model_dir)]) != str(model_dir)
+    assert first != second and os.listdir(model_dir) == []
+  finally:
+    for folder in (first, second):
+      shutil.rmtree(folder, ignore_errors=True)
