@@ -265,6 +265,28 @@ def test_init_checkpoint_given_as_its_folder_is_the_same_checkpoint(tmp_path):
     run_lock.check_settings(str(out), _settings(init_checkpoint=str(pretrained / "other.ckpt")))
 
 
+def test_a_relative_init_checkpoint_is_recorded_as_the_checkpoint_it_named(tmp_path,
+                                                                            monkeypatch):
+  """--init_checkpoint=pretrained/bert_model.ckpt given in one folder names that folder's
+  checkpoint: resumed from another folder, where the same text names another checkpoint, it is
+  refused; that checkpoint's absolute path is accepted (mutation audit: the text recorded as
+  given went unnoticed: every test resumed from the folder it started in)."""
+  for where in ("a", "b"):
+    (tmp_path / where / "pretrained").mkdir(parents=True)
+    (tmp_path / where / "pretrained" / "bert_model.ckpt.index").write_text(where)
+  out = tmp_path / "out"
+  out.mkdir()
+  monkeypatch.chdir(tmp_path / "a")
+  run_lock.check_settings(str(out), _settings(init_checkpoint="pretrained/bert_model.ckpt"))
+  (out / "ckpt-3.index").write_text("x")
+  monkeypatch.chdir(tmp_path / "b")
+  with pytest.raises(BertTfError, match=r"--init_checkpoint .*/a/pretrained/bert_model.ckpt "
+                                        r"\(now .*/b/pretrained/bert_model.ckpt\)"):
+    run_lock.check_settings(str(out), _settings(init_checkpoint="pretrained/bert_model.ckpt"))
+  assert run_lock.check_settings(str(out), _settings(
+      init_checkpoint=str(tmp_path / "a" / "pretrained" / "bert_model.ckpt"))) is None
+
+
 def test_a_folder_without_a_record_gets_one(tmp_path):
   (tmp_path / "ckpt-3.index").write_text("x")
   lines = []
@@ -327,6 +349,64 @@ def test_a_fresh_run_that_fails_before_a_checkpoint_leaves_no_record(tmp_path):
              resume_with_changed_flags=True) == "done"
   assert json.loads((tmp_path / "out" / "run_settings.json").read_text()) == {"seed": 2}
   assert sorted(os.listdir(tmp_path / "out")) == ["ckpt-1.index", "run_settings.json"]
+
+
+def test_a_resume_with_changed_flags_keeps_the_training_data_record(tmp_path):
+  """Resumed with --resume_with_changed_flags on the same examples, the record takes the new
+  flags and keeps the examples' fingerprint: a later resume on other examples is still refused
+  (mutation audit: record_settings dropping ``training_data`` went unnoticed; the folder then
+  took any examples as an older folder without the record does)."""
+
+  @run_lock.one_run_per_output_dir(trajectory=("seed",))
+  def run(output_dir, strategy, *, do_train=False, seed=None, progress=None, rows=()):
+    run_lock.check_training_data("classifier", rows, "train.tsv")
+    (tmp_path / "out" / "ckpt-1.index").write_text("x")
+
+  strategy, out = tf.distribute.get_strategy(), str(tmp_path / "out")
+  rows = [["a", "b", "1"], ["c", None, "0"]]
+  run(out, strategy, do_train=True, seed=1, rows=rows)
+  fingerprint = json.loads((tmp_path / "out" / "run_settings.json").read_text())[
+      run_lock.TRAINING_DATA]
+  lines = []
+  run(out, strategy, do_train=True, seed=2, rows=rows, resume_with_changed_flags=True,
+      progress=lines.append)
+  assert lines == [f"warning: resuming the checkpoints of {out} with changed flags "
+                   "(--resume_with_changed_flags): --seed 1 (now 2)"]
+  assert json.loads((tmp_path / "out" / "run_settings.json").read_text()) == {
+      "seed": 2, run_lock.TRAINING_DATA: fingerprint}
+  with pytest.raises(BertTfError, match=r"holds checkpoints trained on other examples than "
+                                        r"train.tsv's: resumed, the model would go on"):
+    run(out, strategy, do_train=True, seed=2, rows=rows[:1])
+
+
+def test_a_dead_runs_lock_taken_over_by_another_run_while_this_one_looks_at_it(tmp_path):
+  """A lock left by a dead run: this run opens it, then (before its flock) another run takes
+  it over; this run's flock of the old file then succeeds, but the file is no longer the lock:
+  this run must see that and find the other run holding the new one, not rename its own over
+  it (mutation audit: without that look, both runs held the folder)."""
+  lock = tmp_path / ".bert_tf.lock"
+  lock.write_text(json.dumps({"pid": _dead_pid(), "host": socket.gethostname(),
+                              "started": "2026-01-02 03:04:05 UTC", "command": "x"}))
+  real_open, other = os.open, []
+
+  def open_then_taken_over(path, *args, **kwargs):
+    fd = real_open(path, *args, **kwargs)
+    if path == str(lock) and not other:  # this run has the dead run's file open
+      other.append(None)
+      other[0] = run_lock.OutputDirLock(str(tmp_path), lambda line: None)
+    return fd
+
+  os.open = open_then_taken_over
+  try:
+    with pytest.raises(BertTfError) as error:
+      run_lock.OutputDirLock(str(tmp_path), lambda line: None)
+  finally:
+    os.open = real_open
+  record = json.loads(lock.read_text())
+  assert str(error.value) == _in_use(tmp_path, record)
+  assert run_lock._same_file(other[0]._fd, str(lock))  # pylint: disable=protected-access
+  other[0].release()
+  assert os.listdir(tmp_path) == []
 
 
 
