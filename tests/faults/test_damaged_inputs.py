@@ -288,6 +288,23 @@ def test_seed_and_shard_size_ranges(flag, value, message):
   assert str(error.value) == message
 
 
+@pytest.mark.parametrize("edge,outside", [("1", "0"), ("0.5", "1.5"), ("1e-9", "-0.1")])
+def test_masked_lm_prob_is_a_fraction_above_0(edge, outside):
+  """--masked_lm_prob in (0, 1]: 0 is refused, 1 is not. run_pretraining's --dynamic_masking
+  has no other check of it (0 masked max(1, round(0)) = 1 token a sequence); the data prep's
+  InstanceOptions checks its own (mutation audit: 0 let through went unnoticed)."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from bert_tf import flag_ranges  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  flags.DEFINE_float("masked_lm_prob", 0.15, "", flag_values=fv)
+  fv(["prog", f"--masked_lm_prob={edge}"])
+  flag_ranges.check(fv)
+  fv(["prog", f"--masked_lm_prob={outside}"])
+  with pytest.raises(BertTfError) as error:
+    flag_ranges.check(fv)
+  assert str(error.value) == f"--masked_lm_prob={float(outside)}: must be in (0, 1]"
+
+
 @pytest.mark.parametrize("script,args,message", [
     ("data_prep/sample_corpus.py", ["--output_file="], "--output_file is empty: give a path"),
     ("data_prep/build_vocab.py", ["--input_file=x", "--vocab_file= "],
