@@ -262,6 +262,10 @@ CLUSTER = {"worker": ["localhost:12345", "localhost:12346"]}
     (json.dumps({"cluster": {"worker": "localhost:1"}, "task": {"type": "worker", "index": 0}}),
      "TF_CONFIG cluster job 'worker' must be a list of 'host:port' addresses, got "
      "'localhost:1'"),
+    (json.dumps({"cluster": {"worker": ["localhost", "localhost:1"]},
+                 "task": {"type": "worker", "index": 0}}),  # no port (TensorFlow's traceback)
+     "TF_CONFIG cluster job 'worker' must be a list of 'host:port' addresses, got "
+     "['localhost', 'localhost:1']"),
     (json.dumps({"cluster": CLUSTER}),
      'TF_CONFIG has no \'task\' with \'type\' and \'index\' (e.g. {"type": "worker", '
      '"index": 0})'),
