@@ -66,6 +66,45 @@ def test_task_rejects_impossible_heads():
     classifier.ClassifierTask(CONFIG, num_labels=1)
 
 
+def test_a_labels_file_of_one_name_is_refused_as_that_head_is(tmp_path):
+  """classifier.json / token_classifier.json name one label per output: one name (a file
+  edited by hand) is a one-line error naming the file, as a head of one label is above; a
+  regression's [] is not (mutation audit: the count left unchecked went unnoticed)."""
+  from bert_tf import classifier_labels  # pylint: disable=import-outside-toplevel
+  for write, read, name in ((classifier_labels.write, classifier_labels.read,
+                             classifier_labels.FILE_NAME),
+                            (classifier_labels.write_tokens, classifier_labels.read_tokens,
+                             classifier_labels.TOKEN_FILE_NAME)):
+    write(str(tmp_path), ["neg", "pos"])
+    assert read(str(tmp_path))["labels"] == ["neg", "pos"]
+    write(str(tmp_path), ["pos"])
+    with pytest.raises(BertTfError) as error:
+      read(str(tmp_path))
+    assert str(error.value).startswith(f"{tmp_path / name}: 'labels' must be a list of at "
+                                       "least 2 ")
+  classifier_labels.write(str(tmp_path), [], is_regression=True)
+  assert classifier_labels.read(str(tmp_path))["labels"] == []
+
+
+def test_a_hugging_face_folder_gives_its_fine_tuning_length_only_below_the_position_limit(
+    tmp_path):
+  """tokenizer_config.json's model_max_length is a fine-tuning length (what bert_tf's export
+  writes) only below max_position_embeddings; at the limit (bert-base's 512, every Hugging Face
+  BERT's) it says nothing, so that ``load(..., max_seq_length=64)`` keeps its 64 (mutation
+  audit: ``<=`` there went unnoticed)."""
+  import json  # pylint: disable=import-outside-toplevel
+  from bert_tf import classifier_labels  # pylint: disable=import-outside-toplevel
+  (tmp_path / "config.json").write_text(json.dumps({
+      "architectures": ["BertForSequenceClassification"], "max_position_embeddings": 512,
+      "id2label": {"0": "neg", "1": "pos"}}))
+  for limit, length in ((512, None), (511, 511), (128, 128), (1000000000000000019884624838656,
+                                                               None)):
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": limit}))
+    info, tokens = classifier_labels.from_hugging_face(str(tmp_path))
+    assert tokens is None and info["labels"] == ["neg", "pos"]
+    assert info["max_seq_length"] == length, limit
+
+
 # === run_inference over a padded file ===
 
 def _write_eval_file(path, n_real, batch_size, num_labels=3, seq_length=10, seed=0):
