@@ -110,6 +110,48 @@ def test_long_sentences_split_between_words(uncased_vocab):
   assert len(conll.convert_sentences(sentences[:1], labels, 5, tokenizer)) > 1
 
 
+
+def test_a_sentence_that_fits_is_one_feature_and_a_long_word_keeps_what_fits(uncased_vocab):
+  """Counted by hand from the original tokenizer's pieces (EU, rejects, una ##ffa ##ble,
+  tokyo ##ites, .: 8 pieces): at max_seq_length 10 they fill one feature, [CLS] 8 pieces
+  [SEP], no padding; at 9 the sentence is split after "Tokyoites", the first feature full.
+  A word of more pieces than a feature holds keeps the first max_seq_length - 2, as Hugging
+  Face's truncation to max_length keeps them (a feature one piece short went unnoticed)."""
+  tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+  labels = ["O", "B-ORG", "B-MISC"]
+  sentence = conll.TaggedSentence(["EU", "rejects", "unaffable", "Tokyoites", "."],
+                                  ["B-ORG", "O", "O", "B-MISC", "O"])
+
+  def ids(tokens, length):
+    return tokenizer.convert_tokens_to_ids(tokens) + [0] * (length - len(tokens))
+
+  pieces = ["eu", "rejects", "una", "##ffa", "##ble", "tokyo", "##ites", "."]
+  [whole] = conll.convert_sentences([sentence], labels, 10, tokenizer)
+  assert whole.input_ids == ids(["[CLS]", *pieces, "[SEP]"], 10)
+  assert whole.input_mask == [1] * 10 and whole.words == [0, 1, 2, 3, 4]
+  assert whole.label_mask == [0, 1, 1, 1, 0, 0, 1, 0, 1, 0]
+  assert whole.label_ids == [0, 1, 0, 0, 0, 0, 2, 0, 0, 0]
+  first, second = conll.convert_sentences([sentence], labels, 9, tokenizer)
+  assert first.input_ids == ids(["[CLS]", *pieces[:7], "[SEP]"], 9)
+  assert first.input_mask == [1] * 9 and first.words == [0, 1, 2, 3]
+  assert second.input_ids == ids(["[CLS]", ".", "[SEP]"], 9) and second.words == [4]
+  long_word = conll.TaggedSentence(["Supercalifragilisticexpialidocious"], ["B-MISC"])
+  [cut] = conll.convert_sentences([long_word], labels, 5, tokenizer)
+  assert cut.input_ids == ids(["[CLS]", "super", "##cal", "##if", "[SEP]"], 5)
+  assert (cut.label_mask, cut.label_ids) == ([0, 1, 0, 0, 0], [0, 2, 0, 0, 0])
+
+
+@pytest.mark.parametrize("count,batch_size,padded", [(4, 2, 4), (5, 2, 6), (1, 4, 4),
+                                                     (8, 8, 8), (9, 8, 16)])
+def test_pad_to_batch_fills_the_last_batch_only(count, batch_size, padded):
+  """Up to the next multiple of the batch size: a whole batch of padding after features that
+  already fill their batches was added (one more eval step of nothing) unnoticed."""
+  features = [conll.TokenFeatures([1, 2], [1, 1], [0, 0], [0, 1], [0, 1], sentence=i)
+              for i in range(count)]
+  out = conll.pad_to_batch(features, batch_size)
+  assert len(out) == padded and out[:count] == features
+  assert all(not f.is_real_example and f.input_ids == [0, 0] for f in out[count:])
+
 def test_read_conll_files():
   sentences = conll.read_conll(str(NER / "conll2003_sample" / "train.txt"))
   assert [s.words for s in sentences] == [
@@ -122,6 +164,33 @@ def test_read_conll_files():
   chunking = conll.read_conll(str(NER / "conll2000_sample.txt"))
   assert len(chunking) == 2 and chunking[0].tags[:3] == ["B-NP", "B-PP", "B-NP"]
   assert conll.labels_of(chunking)[0] == "O"
+
+
+def test_label_columns_counted_from_the_end_and_unlabelled_files_with_tags(tmp_path):
+  """--label_column -2 is the column before the last (the CoNLL-2003 sample's chunk tags);
+  a file of two columns has none before its tag (-2 is the word: refused, it was read as
+  the tag). A test file read as unlabelled that has tags keeps them (the module's rule: one
+  column, no tags; more, labelled)."""
+  chunks = conll.read_conll(str(NER / "conll2003_sample" / "train.txt"), label_column=-2)
+  assert chunks[0].tags[:3] == ["I-NP", "I-NP", "I-NP"]
+  path = tmp_path / "test.txt"
+  path.write_text("EU B-ORG\nrejects O\n", encoding="utf-8")
+  with pytest.raises(BertTfError, match=r"test\.txt:1: 2 column\(s\), expected at least 3 "
+                                        r"\(the word, and its tag in column -2\)"):
+    conll.read_conll(str(path), label_column=-2)
+  assert [s.tags for s in conll.read_conll(str(path), labelled=False)] == [["B-ORG", "O"]]
+
+
+def test_a_docstart_line_ends_the_sentence_before_it(tmp_path):
+  """-DOCSTART- is a document break even without the blank line around it (Hugging Face's
+  conll2003 loader ends the sentence at a line starting -DOCSTART- as at a blank line): the
+  documents' sentences were joined into one."""
+  path = tmp_path / "train.txt"
+  path.write_text("EU B-ORG\nrejects O\n-DOCSTART- -X- -X- O\nParis B-LOC\n", encoding="utf-8")
+  sentences = conll.read_conll(str(path))
+  assert [s.words for s in sentences] == [["EU", "rejects"], ["Paris"]]
+  assert [s.tags for s in sentences] == [["B-ORG", "O"], ["B-LOC"]]
+  assert sentences[1].source.endswith("train.txt:4")
 
 
 def test_bad_files_name_file_and_line(tmp_path):
