@@ -221,6 +221,57 @@ def test_ids_past_the_configs_vocab_are_one_line_before_training(work):
     _check_inputs(work_dir, vocab=60, full=True)
 
 
+
+def _write_ids(path, count, bad=None):
+  """``count`` records of shape (SEQ, PRED), every id 1 and segment 0, but record ``bad[0]``,
+  whose ``bad[1]`` feature has ``bad[2]`` at its last position."""
+  def ints(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for k in range(count):
+      values = {"input_ids": [1] * SEQ, "segment_ids": [0] * SEQ, "masked_lm_ids": [1] * PRED}
+      if bad is not None and k == bad[0]:
+        values[bad[1]][-1] = bad[2]
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          **{name: ints(v) for name, v in values.items()}, "input_mask": ints([1] * SEQ),
+          "masked_lm_positions": ints(list(range(1, PRED + 1))),
+          "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+              value=[1.0] * PRED)),
+          "next_sentence_labels": ints([0])})).SerializeToString())
+
+
+@pytest.mark.parametrize("name,value,limit", [
+    ("input_ids", 100, "vocab_size 100"), ("masked_lm_ids", 100, "vocab_size 100"),
+    ("segment_ids", 2, "type_vocab_size 2")])
+def test_an_id_equal_to_the_table_size_is_past_it(tmp_path, name, value, limit):
+  """A table of N rows takes ids 0 .. N - 1 (the config: vocab_size 100, type_vocab_size 2):
+  an id of N is refused, N - 1 taken, on the sample and on every record (an id equal to the
+  size, and a segment id 2 checked against vocab_size, went through unnoticed)."""
+  for full in (False, True):
+    _write_ids(tmp_path / "data-0.tfrecord", 10, bad=(3, name, value - 1))
+    _check_inputs(tmp_path, full=full)
+    _write_ids(tmp_path / "data-0.tfrecord", 10, bad=(3, name, value))
+    with pytest.raises(BertTfError) as error:
+      _check_inputs(tmp_path, full=full)
+    assert str(error.value) == (
+        f"{tmp_path}/data-0.tfrecord: record 3 has {name} {value}, but the config has {limit} "
+        "(the data was made with another vocab, or another --bert_config_file is needed)")
+
+
+def test_the_sample_reads_every_files_first_record_and_names_records_past_a_batch(tmp_path):
+  """The sample check reads the first record of each file after the first (an id past the
+  vocab there was let through when none of them was read); the full check counts records
+  across its parse batches (of 4096): the bad record 4100 was named as record 4."""
+  _write_ids(tmp_path / "data-0.tfrecord", 5)
+  _write_ids(tmp_path / "data-1.tfrecord", 5, bad=(0, "input_ids", 500))
+  with pytest.raises(BertTfError, match=r"data-1\.tfrecord: record 0 has input_ids 500, but "):
+    _check_inputs(tmp_path)
+  (tmp_path / "data-1.tfrecord").unlink()
+  _write_ids(tmp_path / "data-0.tfrecord", 4200, bad=(4100, "input_ids", 500))
+  _check_inputs(tmp_path)  # (past the sample)
+  with pytest.raises(BertTfError, match=r"data-0\.tfrecord: record 4100 has input_ids 500, "):
+    _check_inputs(tmp_path, full=True)
+
 def input_checks_sample():
   from bert_tf.data import input_checks  # pylint: disable=import-outside-toplevel
   return input_checks.SAMPLE
