@@ -204,3 +204,23 @@ def test_earlier_shards_are_those_of_the_outputs_numbered_series(tmp_path):
   assert found == [str(tmp_path / "part-00003-of-00004")]
   assert glob == str(tmp_path / "part-*-of-*")
   assert all(fnmatch.fnmatch(path, glob) for path in outputs)
+
+
+def test_leftovers_are_spill_folders_of_the_names_sharded_mode_makes(tmp_path):
+  """The spill folders a killed run leaves are removed as tempfile names them
+  (``tempfile.mkdtemp``: the prefix and 8 random characters) and as --runner names them (12
+  hex digits); a user's folder of another name under the same prefix stays (a loosened
+  pattern removed a user's ``.bert_tf-shards-backup`` folder unnoticed)."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  import uuid  # pylint: disable=import-outside-toplevel
+  from bert_tf.data import output_checks  # pylint: disable=import-outside-toplevel
+  spills = [tempfile.mkdtemp(prefix=".bert_tf-shards-", dir=tmp_path) for _ in range(3)]
+  spills.append(str(tmp_path / f".bert_tf-shards-{uuid.uuid4().hex[:12]}"))
+  os.mkdir(spills[-1])
+  users = [".bert_tf-shards-backup", ".bert_tf-shards-my_old_shards", ".bert_tf-shards-x",
+           ".bert_tf-shards-0123456789abcdef", ".bert_tf-shards-0123456789AB"]
+  for name in users:
+    os.mkdir(tmp_path / name)
+  removed = output_checks.remove_leftovers([str(tmp_path / "train.tfrecord")])
+  assert removed == sorted(spills)
+  assert sorted(os.listdir(tmp_path)) == sorted(users)
