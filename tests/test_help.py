@@ -186,3 +186,27 @@ def test_console_scripts_help_lists_every_flag_and_exits_0(helps):
   status, stdout, stderr = helps["--helpfull"]
   _check("run_squad.py", status, stdout, stderr)
   assert "--[no]logtostderr" in stdout  # --helpfull adds absl's own flags.
+
+
+_ECHO = {"absl": "from absl import app\napp.run(lambda argv: print('main got', argv[1:]))\n",
+         "bert_tf": "from bert_tf import cli\n"
+                    "cli.run(lambda argv: print('main got', argv[1:]), positional_args=True)\n"}
+
+
+@pytest.mark.parametrize("argv,main_gets", [
+    (["--", "--help"], ["--help"]), (["--", "a", "--helpfull"], ["a", "--helpfull"]),
+    (["--helpshort", "--", "a"], None)])
+def test_help_flags_after_double_dash_are_arguments_as_absl_has_them(argv, main_gets):
+  """After '--' nothing is a flag: absl's own app.run gives '--help' there to main (a Beam
+  option of create_pretraining_data.py --runner), and so does cli.run; a help flag before
+  '--' is help in both (None: main does not run). (cli.run printed its help for a help flag
+  anywhere, unnoticed.)"""
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  for name, source in _ECHO.items():
+    result = subprocess.run([sys.executable, "-c", source, *argv], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    if main_gets is None:  # absl's help (exit 1) or ours (exit 0), not main
+      assert result.stdout.strip() and "main got" not in result.stdout, name
+    else:
+      assert (result.returncode, result.stdout) == (0, f"main got {main_gets}\n"), (
+          name, result.stdout[:300], result.stderr[-2000:])
