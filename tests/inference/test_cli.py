@@ -164,6 +164,9 @@ def test_command_line_mistakes_are_one_line_and_status_1(capsys, argv, line, tmp
     (["embed", "--output_file=x.txt", "a"], "expected a .npy, .jsonl or .json name"),
     (["embed", "--plot=x.svg", "a"], "--plot x.svg: expected a .png or .html name"),
     (["next-sentence", "only one"], "bert_tf next-sentence: error: expected TEXT_A TEXT_B"),
+    # Both inputs: one would be ignored (the TEXT arguments were, unnoticed).
+    (["embed", "--input_file=texts.txt", "--output_file=e.npy", "a"],
+     "bert_tf embed: error: give TEXT arguments or --input_file, not both"),
     (["attention", "a b"], "bert_tf attention: error: attention: give --output_html"),
     (["fill-mask", "--input_file=/nonexistent.txt"],
      "input file not found (--input_file): '/nonexistent.txt'"),
