@@ -352,6 +352,9 @@ def test_bertviz_calls_outside_a_notebook_return_the_view(minilm_pair, tmp_path)
      r"^html_action must be 'view' or 'return', got 'show'$"),
     (lambda t, a: visualize.head_view(a, t, sentence_b_start=0),
      r"^sentence_b_start 0 must be inside the \d+ tokens"),
+    # One past the last token is no token: sentence B would be empty (went through).
+    (lambda t, a: visualize.model_view(a, t, sentence_b_start=len(t)),
+     r"^sentence_b_start (\d+) must be inside the \1 tokens"),
     (lambda t, a: visualize.head_view(encoder_attention=a, encoder_tokens=t),
      r"^bert_tf's views show a BERT's self-attention"),
     (lambda t, a: visualize.model_view(a, t, display_mode="grey"),
