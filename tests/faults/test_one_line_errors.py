@@ -583,3 +583,16 @@ def test_a_link_to_nothing_is_named_as_one(tmp_path):
       paths.check_writable("--output_dir", str(tmp_path / output), True)
     assert str(e.value) == (f"--output_dir {tmp_path / output}: {tmp_path / 'outlink'} is a "
                             f"link to '{tmp_path / 'nowhere_dir'}', which does not exist")
+
+
+def test_a_text_is_cut_only_when_longer_than_the_limit():
+  """errors.shortened, counted by hand: a text of the limit's length (80) is whole; one of 81
+  keeps its first (80 - 5) * 2 // 3 = 50 and last 25 characters around " ... " (80 in all).
+  (A text of exactly the limit was cut, unnoticed.)"""
+  from bert_tf.errors import quoted, shortened  # pylint: disable=import-outside-toplevel
+  text = "".join(chr(ord("a") + i % 26) for i in range(81))
+  assert shortened(text[:80]) == text[:80]
+  assert shortened(text) == text[:50] + " ... " + text[56:] and len(text[56:]) == 25
+  assert shortened(text[:10], limit=10) == text[:10]
+  assert shortened(text[:11], limit=10) == "abc ... jk"  # head (10 - 5) * 2 // 3 = 3, tail 2
+  assert quoted(text[:78]) == repr(text[:78])  # 80 characters with its quotes
