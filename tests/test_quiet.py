@@ -184,3 +184,25 @@ def test_a_tensorflow_warning_is_not_lost():
   assert [line for line in result.stderr.splitlines() if "silent root" in line or
           "not propagated" in line] == ["WARNING:tensorflow:with a silent root handler",
                                         "WARNING:tensorflow:not propagated"]
+
+
+def test_absl_handler_drops_tensorflows_info_records_only():
+  """The filter setup puts on absl's handler: INFO records logged from inside TensorFlow's
+  package go (its SavedModel and checkpoint chatter logs through absl's logger); its warnings
+  and errors stay, and so do the scripts' own INFO lines (TensorFlow's warnings dropped too
+  went unnoticed)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  import logging  # pylint: disable=import-outside-toplevel
+  from bert_tf import quiet  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.find_spec("tensorflow")
+  inside = os.path.join(os.path.realpath(list(spec.submodule_search_locations)[0]), "python",
+                        "saved_model", "builder_impl.py")
+  script = os.path.join(ROOT, "run_classifier.py")
+  kept = {}
+  for path in (inside, script):
+    for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR):
+      record = logging.LogRecord("absl", level, path, 1, "message", None, None)
+      kept[path == script, logging.getLevelName(level)] = quiet._DropLibraryInfo().filter(record)
+  assert kept == {(False, "DEBUG"): False, (False, "INFO"): False, (False, "WARNING"): True,
+                  (False, "ERROR"): True, (True, "DEBUG"): True, (True, "INFO"): True,
+                  (True, "WARNING"): True, (True, "ERROR"): True}
