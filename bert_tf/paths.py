@@ -84,7 +84,10 @@ def _inside(path, folder):
   if fileio.is_remote(path):
     return path[len(folder) + 1:] if path.startswith(folder + "/") else None
   rel = os.path.relpath(path, folder)
-  return None if rel == "." or rel.startswith("..") else rel.replace(os.sep, "/")
+  # Outside: ".." itself or a path through it; "..cache/x" is a folder inside.
+  if rel in (os.curdir, os.pardir) or rel.startswith(os.pardir + os.sep):
+    return None
+  return rel.replace(os.sep, "/")
 
 
 def check_no_overwrite(inputs, outputs):
