@@ -8,6 +8,8 @@ naming both; the inputs are unchanged byte for byte (sha256).
 """
 
 import json
+import os
+import re
 import shutil
 
 import pytest
@@ -59,6 +61,21 @@ def test_an_input_inside_an_output_folder_is_refused_only_where_the_run_writes(t
                             "--init_checkpoint": f"{out}/google2/bert_model.ckpt"},
                            {"--output_dir": folder})
 
+
+
+def test_an_input_in_a_folder_whose_name_starts_with_two_dots_is_inside(tmp_path):
+  """``out/..cache/train.tsv`` is inside ``out`` (os.path.commonpath says so); only ``..``
+  itself, or a path through it, leads out. A folder name starting ``..`` was taken for the
+  way out, and the input was written over unrefused."""
+  out = tmp_path / "out"
+  for name in ("..cache", "...", "..x.."):
+    inside = f"{out}/{name}/train.tsv"
+    assert os.path.commonpath([inside, str(out)]) == str(out)
+    with pytest.raises(BertTfError, match=f"is inside --output_dir {out}, where the run writes "
+                                          f"{re.escape(name)}/train.tsv"):
+      paths.check_no_overwrite({"--data_dir": inside}, {"--output_dir": paths.Folder(str(out))})
+  paths.check_no_overwrite({"--data_dir": f"{out}/../data/train.tsv", "--vocab_file":
+                            f"{tmp_path}/out2/vocab.txt"}, {"--output_dir": paths.Folder(str(out))})
 
 # === The scripts ===
 
