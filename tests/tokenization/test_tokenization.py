@@ -169,6 +169,15 @@ def test_never_split(uncased_vocab, google_tokenization):
     tokenization.FullTokenizer(str(uncased_vocab), never_split=["<mask>"])
 
 
+
+def test_never_split_takes_the_longest_token_that_starts_there(uncased_vocab):
+  """Of never_split tokens starting at one place the longest is kept, whatever their order
+  (as Hugging Face's added-token Trie splits "a newton, new" into "a ", "newton", ", ",
+  "new"): the first one listed won, "new" + "ton", unnoticed."""
+  for never_split in (["new", "newton"], ["newton", "new"]):
+    ours = tokenization.FullTokenizer(str(uncased_vocab), never_split=never_split)
+    assert ours.tokenize("a newton, new") == ["a", "newton", ",", "new"], never_split
+
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("checkpoint", [
     "", "/x/model.ckpt", "gs://b/uncased_L-12_H-768_A-12/bert_model.ckpt",
