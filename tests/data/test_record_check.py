@@ -71,7 +71,18 @@ def test_changed_byte_is_named_at_its_record(tmp_path, part, at, k):
   assert str(damage).startswith(f"{path}: damaged TFRecord at byte {offsets[k]} (record {k}): ")
   # TensorFlow's message names an offset but no file: the file is found from it.
   other = tmp_path / "b.tfrecord"
-  _write(other, seed=5)
+  _, other_offsets = _write(other, seed=5)
+  with pytest.raises(BertTfError) as error:
+    with record_check.naming_damaged_records([str(other), str(path)]):
+      for _ in tf.data.TFRecordDataset(str(path)):
+        pass
+  assert str(error.value) == f"{damage}; {record_check.ADVICE}"
+  # The other file damaged too (its record 3's length CRC): still the record TensorFlow met
+  # is named, found from its message's offset (frame or data start), not the first damage a
+  # scan of the files finds (the data-start offset left unused went unnoticed).
+  data = bytearray(other.read_bytes())
+  data[other_offsets[3] + 9] ^= 0x10
+  other.write_bytes(bytes(data))
   with pytest.raises(BertTfError) as error:
     with record_check.naming_damaged_records([str(other), str(path)]):
       for _ in tf.data.TFRecordDataset(str(path)):
