@@ -1,7 +1,9 @@
 """Shared inputs for the tokenization tests: a real corpus, hand-made hard lines, references."""
 
+import inspect
 import pathlib
 import random
+import re
 
 import pytest
 
@@ -74,10 +76,20 @@ def random_ascii_lines(count, seed=0):
   return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(count)]
 
 
+def _original_cjk_bounds():
+  """The bounds of the original's CJK ranges, read from its ``_is_chinese_char``."""
+  source = inspect.getsource(google("tokenization").BasicTokenizer._is_chinese_char)
+  return [int(number, 16) for number in re.findall(r"0x[0-9A-Fa-f]+", source)]
+
+
 def code_point_lines():
-  """Every BMP code point and every 13th above it, 256 to a line, space-separated."""
+  """Every BMP code point and every 13th above it, and above it every code point within 2 of
+  a bound of the original's CJK ranges (the 13th ones miss those: an astral range cut one
+  short went unnoticed), 256 to a line, space-separated."""
   cps = [cp for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF]
   cps += range(0x10000, 0x110000, 13)
+  cps += sorted({bound + d for bound in _original_cjk_bounds() for d in range(-2, 3)
+                 if bound + d >= 0x10000} - set(cps))
   return [" ".join(chr(cp) for cp in cps[i:i + 256]) for i in range(0, len(cps), 256)]
 
 
