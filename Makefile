@@ -31,8 +31,9 @@ browser:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # --durations: the 25 slowest tests in the log, so a CI machine shows where its time goes.
+# --timeout: a test that hangs fails after 15 minutes (the slowest takes under a minute).
 test: venv browser
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 --timeout=900 tests
 
 quickstart: venv
 	bash quickstart.sh

@@ -22,8 +22,10 @@ EXTRAS_REQUIRE = {
     # dependency). Not scikit-learn: Keras imports it at its own import where installed (about
     # a second in every script the tests start); its and scipy's reference metric values are
     # fixtures (tests/fixtures/make_metrics_reference.py).
-    "test": ["pytest>=8", "pytest-xdist>=3.5", "bert-tensorflow==1.0.4", "six",
-             "matplotlib>=3.8", "torch==2.13.0", "transformers>=5",
+    # pytest-timeout: a test that hangs fails after the Makefile's --timeout, rather than
+    # holding CI to its own limit.
+    "test": ["pytest>=8", "pytest-xdist>=3.5", "pytest-timeout>=2.3", "bert-tensorflow==1.0.4",
+             "six", "matplotlib>=3.8", "torch==2.13.0", "transformers>=5",
              # A real Jupyter kernel for tests/inference/test_notebook.py.
              "nbconvert>=7", "nbformat>=5", "ipykernel>=6"],
     "plots": ["matplotlib>=3.8"],
