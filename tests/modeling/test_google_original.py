@@ -78,3 +78,59 @@ def test_google_code_reads_our_checkpoint(original, tmp_path):
   again = google_models.run_google_pretraining(config, features, restore_path=out)
   np.testing.assert_array_equal(again["sequence_output"], expected["sequence_output"])
   np.testing.assert_array_equal(again["masked_lm_log_probs"], expected["masked_lm_log_probs"])
+
+
+def _fixed_dropout(x, rate):
+  """Dropout with a mask that is a function of the flat index alone (Knuth's multiplicative
+  hash of it, kept where >= rate), the same in TF1 graph mode and eager: the one way both
+  implementations can draw the same masks."""
+  index = tf.range(tf.size(x, out_type=tf.int64), dtype=tf.int64)
+  uniform = tf.cast((index * 2654435761) % 4294967296, tf.float64) / 4294967296.0
+  keep = tf.reshape(tf.cast(uniform >= rate, x.dtype), tf.shape(x))
+  return x * keep / (1.0 - rate)
+
+
+def test_dropout_sits_where_the_originals_does(original, monkeypatch):
+  """With dropout on (is_training=True) and both sides drawing the same masks (_fixed_dropout
+  in place of the original's modeling.dropout and of bert_tf's Dropout layer): the same
+  numbers as the original, so each dropout is applied to the same tensor at the same place
+  (after the embeddings' LayerNorm, on the attention probabilities, on each dense output
+  before its residual add and LayerNorm) with its own rate (attention_probs_dropout_prob
+  differs from hidden_dropout_prob here). The inference comparison above has no dropout."""
+  from bert_tf.modeling import layers
+  from tests.reference.google_bert import google
+  config_dict, features, path, inference = original
+  config_dict = dict(config_dict, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.3)
+  rates = []
+
+  def original_dropout(x, rate):
+    if rate is None or rate == 0.0:
+      return x
+    rates.append(rate)
+    return _fixed_dropout(x, rate)
+
+  monkeypatch.setattr(google("modeling"), "dropout", original_dropout)
+  expected = google_models.run_google_pretraining(config_dict, features, restore_path=path,
+                                                  is_training=True)
+  # Per layer the probabilities' and two hidden dropouts, after the embeddings' one.
+  assert sorted(rates) == sorted([0.1] + [0.3, 0.1, 0.1] * config_dict["num_hidden_layers"])
+
+  def call(self, inputs, training=False):
+    return _fixed_dropout(inputs, self.rate) if training and self.rate > 0 else inputs
+
+  monkeypatch.setattr(layers.Dropout, "call", call)
+  model = BertPretrainer(BertConfig.from_dict(config_dict))
+  checkpoints.load_google_checkpoint(model, path)
+  inputs = {k: tf.constant(v) for k, v in features.items()}
+  encoder = model.bert(inputs, training=True)
+  # Dropout changed the numbers: the comparison sees it.
+  assert np.abs(expected["sequence_output"] - inference["sequence_output"]).max() > 1e-2
+  np.testing.assert_allclose(encoder["embedding_output"], expected["embedding_output"],
+                             atol=1e-5)
+  for ours, theirs in zip(encoder["encoder_outputs"], expected["encoder_outputs"]):
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+  np.testing.assert_allclose(encoder["pooled_output"], expected["pooled_output"], atol=1e-5)
+  outputs = model(inputs, training=True)
+  np.testing.assert_allclose(
+      tf.nn.log_softmax(outputs["masked_lm_logits"]).numpy().reshape(-1, config_dict[
+          "vocab_size"]), expected["masked_lm_log_probs"], atol=1e-5)

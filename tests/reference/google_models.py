@@ -49,15 +49,15 @@ def random_pretraining_features(config, batch_size=3, seq_length=12, num_predict
   }
 
 
-def google_pretraining_graph(config_dict, features):
-  """The original's pretraining graph (``modeling.BertModel``, ``is_training=False``, and
-  ``run_pretraining``'s masked-LM and next-sentence heads) on ``features``, built in the
-  current graph: ``{name: tensor}`` of its outputs."""
+def google_pretraining_graph(config_dict, features, is_training=False):
+  """The original's pretraining graph (``modeling.BertModel``, ``is_training=False`` unless
+  asked, and ``run_pretraining``'s masked-LM and next-sentence heads) on ``features``, built
+  in the current graph: ``{name: tensor}`` of its outputs."""
   modeling = google("modeling")
   run_pretraining = google("run_pretraining")
   config = modeling.BertConfig.from_dict(config_dict)
   inputs = {k: tf1.constant(v) for k, v in features.items()}
-  model = modeling.BertModel(config=config, is_training=False,
+  model = modeling.BertModel(config=config, is_training=is_training,
                              input_ids=inputs["input_ids"], input_mask=inputs["input_mask"],
                              token_type_ids=inputs["segment_ids"])
   mlm_loss, mlm_example_loss, mlm_log_probs = run_pretraining.get_masked_lm_output(
@@ -76,8 +76,10 @@ def google_pretraining_graph(config_dict, features):
 
 
 def run_google_pretraining(config_dict, features, save_path=None, restore_path=None, seed=1,
-                           randomize=True):
-  """Builds the original pretraining graph and evaluates it (``is_training=False``).
+                           randomize=True, is_training=False):
+  """Builds the original pretraining graph and evaluates it (``is_training=False`` unless
+  asked: with ``is_training=True`` the config's dropout is on, as ``modeling.dropout`` draws
+  it).
 
   Every variable is drawn at random (biases, LayerNorm and all, so that nothing is trivially
   zero or one) unless ``restore_path`` is given. Returns a dict of numpy outputs; if
@@ -86,7 +88,7 @@ def run_google_pretraining(config_dict, features, save_path=None, restore_path=N
   graph = tf.Graph()
   with graph.as_default():
     tf1.set_random_seed(seed)
-    outputs = google_pretraining_graph(config_dict, features)
+    outputs = google_pretraining_graph(config_dict, features, is_training=is_training)
     variables = tf1.global_variables()
     saver = tf1.train.Saver(variables)
     with tf1.Session(graph=graph) as sess:
