@@ -134,3 +134,36 @@ def test_dropout_sits_where_the_originals_does(original, monkeypatch):
   np.testing.assert_allclose(
       tf.nn.log_softmax(outputs["masked_lm_logits"]).numpy().reshape(-1, config_dict[
           "vocab_size"]), expected["masked_lm_log_probs"], atol=1e-5)
+
+
+def test_the_pretraining_tasks_training_loss_is_the_originals(original):
+  """The loss the training loop minimises (PretrainingTask's numerators over its denominators
+  plus offsets, training.loop's definition) is run_pretraining's total_loss: the masked LM's
+  sum(w * nll) / (sum(w) + 1e-5) plus the next sentence's mean nll. Checked on the fixture's
+  batch, on one whose weights sum to 1e-3 (where the 1e-5 is 1% of the denominator) and on one
+  without a weighted position (the original's masked LM loss is then 0, not 0 / 0)."""
+  from bert_tf.training import loop
+  from bert_tf.training.pretraining import PretrainingTask
+  config, features, path, expected = original
+  task = PretrainingTask(BertConfig.from_dict(config))
+  model = task.build_model()
+  checkpoints.load_google_checkpoint(model, path)
+  small = np.zeros_like(features["masked_lm_weights"])
+  small[1, 0] = 1e-3
+  for weights in (None, small, np.zeros_like(small)):
+    if weights is not None:
+      features = dict(features, masked_lm_weights=weights)
+      expected = google_models.run_google_pretraining(config, features, restore_path=path)
+    inputs = {k: tf.constant(v) for k, v in features.items()}
+    outputs = model(inputs, training=False)
+    numerators = task.loss_numerators(outputs, inputs)
+    denominators = {k: v + task.denominator_offsets.get(k, 0.0)
+                    for k, v in task.loss_denominators(inputs).items()}
+    assert sorted(numerators) == sorted(denominators) == ["masked_lm", "next_sentence"]
+    for name in numerators:
+      np.testing.assert_allclose(float(numerators[name] / denominators[name]),
+                                 expected[f"{name}_loss"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(float(loop.total_loss(task, outputs, inputs, denominators)),
+                               expected["masked_lm_loss"] + expected["next_sentence_loss"],
+                               rtol=1e-5)
+  assert expected["masked_lm_loss"] == 0.0
