@@ -219,6 +219,38 @@ def test_auto_falls_back_where_the_kernel_does_not_apply(monkeypatch, case):
   assert "fmha" not in hlo
 
 
+def test_auto_falls_back_outside_xla_and_for_shapes_known_only_when_run(fake_gpu):
+  """The kernel is an XLA custom call with static shapes: with a GPU, ``auto`` still runs the
+  plain path eagerly, in a tf.function that XLA does not compile, and under XLA where the
+  batch size or sequence length is unknown when the model is traced."""
+  ids, mask = _inputs()
+  keras.utils.set_random_seed(0)
+  auto = BertModel(_config(), dtype="mixed_bfloat16")
+  plain = BertModel(_config(attention_implementation="xla"), dtype="mixed_bfloat16")
+  plain.set_weights(auto.get_weights())
+  run = lambda model, ids, mask: model({"input_word_ids": ids,  # noqa: E731
+                                        "input_mask": mask})["sequence_output"]
+  want = run(plain, ids, mask).numpy()
+  np.testing.assert_array_equal(run(auto, ids, mask), want)
+  np.testing.assert_array_equal(tf.function(lambda i, m: run(auto, i, m))(ids, mask), want)
+  unknown = [tf.TensorSpec([None, None], tf.int32)] * 2
+  for signature, fused in ((unknown, False), (None, True)):
+    step = tf.function(lambda i, m: run(auto, i, m), jit_compile=True,
+                       input_signature=signature)
+    hlo = step.experimental_get_compiler_ir(ids, mask)(stage="hlo")
+    assert ("__cudnn$fmhaSoftmax" in hlo) is fused, signature
+
+
+@pytest.mark.parametrize("head_size,fused", [(8, True), (64, True), (128, True), (12, False),
+                                             (136, False), (256, False)])
+def test_auto_takes_head_sizes_that_are_multiples_of_8_up_to_128(fake_gpu, head_size, fused):
+  reason = fused_attention.fused_unavailable("auto", dtype="bfloat16", head_size=head_size,
+                                             dropout_rate=0.0, xla=True)
+  assert (reason is None) is fused, reason
+  if not fused:
+    assert reason == f"head size {head_size} is not a multiple of 8 up to 128"
+
+
 def test_auto_takes_the_kernel_where_it_applies(fake_gpu):
   # Training with attention dropout 0, and inference whatever the config's dropout.
   calls = _custom_calls_with_layouts(_hlo(_config()))
