@@ -130,6 +130,38 @@ def test_hugging_face_config_translation(tmp_path):
   assert BertConfig.from_json_file(str(path)).hidden_act == "gelu"  # gelu_new = tanh form
 
 
+def test_every_hugging_face_activation_name_keeps_transformers_function():
+  """Each hidden_act a Hugging Face config.json may carry reads as the function transformers
+  computes for it (ACT2FN), and writes back (to_hugging_face_dict) as a name transformers
+  computes the same function for; a config.json without layer_norm_eps has transformers'
+  default."""
+  torch = pytest.importorskip("torch", reason="torch is a test-only dependency")
+  transformers = pytest.importorskip("transformers", reason="transformers is a test-only "
+                                     "dependency")
+  from transformers.activations import ACT2FN
+  from bert_tf.modeling.activations import get_activation
+  x = np.linspace(-6.0, 6.0, 241).astype(np.float32)
+  values = {"vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": 16, "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 16,
+            "type_vocab_size": 2, "initializer_range": 0.02, "model_type": "bert"}
+
+  def theirs(name):
+    return ACT2FN[name](torch.tensor(x)).numpy()
+
+  for name in ("gelu", "gelu_python", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu",
+               "tanh", "linear", "silu", "swish"):
+    config = BertConfig.from_hugging_face_dict(dict(values, hidden_act=name))
+    fn = get_activation(config.hidden_act) or (lambda t: t)
+    ours = fn(tf.constant(x)).numpy()
+    np.testing.assert_allclose(ours, theirs(name), atol=1e-5, err_msg=name)
+    written = config.to_hugging_face_dict()["hidden_act"]
+    np.testing.assert_allclose(ours, theirs(written), atol=1e-5, err_msg=f"{name} -> {written}")
+  assert abs(theirs("gelu") - theirs("gelu_new")).max() > 1e-4  # the two GELUs differ
+  config = BertConfig.from_hugging_face_dict(dict(values, hidden_act="gelu"))
+  assert config.layer_norm_eps == transformers.BertConfig().layer_norm_eps
+
+
 def test_minilm_under_mixed_bfloat16_stays_near_transformers(minilm_path, minilm, reference):
   """Under mixed_bfloat16 the residual stream between the layers is bf16 (LayerNorm computed
   in float32, its output rounded once) and the outputs float32: every hidden state within
