@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
 from bert_tf.modeling import BertModel, checkpoints
 from bert_tf.modeling.config import BertConfig
 from tests.conftest import FIXTURES
@@ -88,6 +89,26 @@ def test_prefixed_weights_and_heads(minilm_path, minilm, tmp_path):
   assert report.missing == ["output_weights", "output_bias"]
   np.testing.assert_array_equal(model.bert.word_embeddings.numpy(),
                                 minilm[1].word_embeddings.numpy())
+
+
+def test_hugging_face_tensors_the_model_has_no_place_for(minilm_path, tmp_path):
+  """As for Google's checkpoints: encoder tensors the config has no variable for (MiniLM's
+  sixth layer in a config of five) are an error naming one, never a partly loaded encoder;
+  tensors of a head the model lacks (BertForPreTraining's next-sentence head in a BertModel)
+  are reported as unexpected, under their Hugging Face names."""
+  from safetensors.numpy import load_file, save_file
+  config = checkpoints.load_config(str(minilm_path))
+  five = BertModel(BertConfig.from_dict(dict(config.to_dict(), num_hidden_layers=5)))
+  with pytest.raises(BertTfError, match=r"encoder variable\(s\) the config does not, e\.g\. "
+                     r"encoder\.layer\.5\."):
+    checkpoints.load_weights(five, str(minilm_path))
+  tensors = load_file(str(minilm_path / "model.safetensors"))
+  tensors["cls.seq_relationship.weight"] = np.zeros([2, config.hidden_size], np.float32)
+  tensors["cls.seq_relationship.bias"] = np.zeros([2], np.float32)
+  save_file(tensors, str(tmp_path / "model.safetensors"))
+  report = checkpoints.load_weights(BertModel(config), str(tmp_path / "model.safetensors"))
+  assert not report.missing
+  assert report.unexpected == ["cls.seq_relationship.bias", "cls.seq_relationship.weight"]
 
 
 def test_old_layer_norm_names_load_as_transformers_reads_them(minilm_path, reference, tmp_path):

@@ -579,6 +579,25 @@ def test_eval_without_training_takes_the_original_run_checkpoint(reference, tmp_
   assert loop.has_checkpoint(str(tmp_path))
 
 
+def test_an_original_runs_checkpoint_loads_as_init_checkpoint_with_nothing_left_over(
+    reference, tmp_path):
+  """The original's fine-tuning checkpoint (model.ckpt-N: the weights, their adam_m/adam_v
+  slots and global_step, from TF1's Saver) given as --init_checkpoint: every weight loaded,
+  nothing missing, and its optimizer slots and step counter are not model variables: neither
+  an error (bert/.../adam_m is no encoder variable of another config) nor reported as
+  unexpected."""
+  _write_original_run(tmp_path, reference["history"], steps=[2])
+  saved = tf.train.load_checkpoint(str(tmp_path / "model.ckpt-2")).get_variable_to_shape_map()
+  assert "global_step" in saved and "bert/pooler/dense/kernel/adam_m" in saved
+  model = classifier.ClassifierTask(BertConfig.from_dict(CONFIG), NUM_LABELS).build_model()
+  report = checkpoints.load_weights(model, str(tmp_path / "model.ckpt-2"))
+  assert not report.missing and not report.unexpected, report
+  assert sorted(report.loaded) == reference["model_names"]
+  want = reference["history"][1][0]
+  for name, variable in checkpoints.google_variable_map(model).items():
+    np.testing.assert_array_equal(variable.numpy(), want[name], err_msg=name)
+
+
 def test_a_head_the_model_has_not_is_said(reference, tmp_path):
   """An original checkpoint with a head this model lacks (its next-sentence head, continued
   with --use_next_sentence=False) goes on with a note naming what is left out."""
