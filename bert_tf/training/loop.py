@@ -613,6 +613,9 @@ class Trainer:
     xla_cache.align_function_names()
     step = int(self.optimizer.iterations.numpy())
     start_step, start_time = step, time.time()
+    # The ETA's rate: from the end of the first loop once there is one (the first also
+    # compiles the step and, resumed, skips the input already read: minutes at times).
+    rate_since = (start_step, start_time)
     loss = float("nan")
     while step < c.num_train_steps and not stop:
       n = min(self.steps_per_call(), c.num_train_steps - step)
@@ -628,7 +631,9 @@ class Trainer:
         self._check_finite(loss, manager)
       if not np.isfinite(loss):  # float16 updates skipped for overflow, none applied
         progress(f"warning: loss is {loss} at step {step}")
-      stats = self._stats(step, n, elapsed, start_step, start_time, loss)
+      stats = self._stats(step, n, elapsed, *rate_since, loss)
+      if rate_since[0] == start_step:
+        rate_since = (step, time.time())
       progress(format_progress(stats, c.num_train_steps))
       if summary_writer is not None:
         with summary_writer.as_default(step=step):
@@ -652,7 +657,9 @@ class Trainer:
     return {"global_step": step, "loss": loss if step > start_step else None,
             "stopped_early": stop}
 
-  def _stats(self, step, n, elapsed, start_step, start_time, loss):
+  def _stats(self, step, n, elapsed, since_step, since_time, loss):
+    """The progress line's numbers after a loop of ``n`` updates that took ``elapsed``
+    seconds, to ``step``; the ETA at the mean rate since ``since_step`` at ``since_time``."""
     c = self.config
     stats = {"step": step, "loss": loss, "learning_rate": self.current_learning_rate()}
     if c.global_batch_size and elapsed > 0:
@@ -662,9 +669,9 @@ class Trainer:
         stats["tokens_per_second"] = examples * c.seq_length / elapsed
       if c.train_flops_per_example and c.peak_flops:
         stats["mfu"] = c.train_flops_per_example * examples / elapsed / c.peak_flops
-    done = step - start_step
+    done = step - since_step
     if done > 0:
-      rate = (time.time() - start_time) / done
+      rate = (time.time() - since_time) / done
       stats["eta_seconds"] = rate * (c.num_train_steps - step)
     return stats
 

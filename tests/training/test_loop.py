@@ -4,7 +4,9 @@ The reference in each case is an independent run of the same arithmetic on one d
 one batch (the definition of the global-batch update), not a stored number.
 """
 
+import itertools
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -79,6 +81,29 @@ def test_loss_falls_and_progress_is_reported(tmp_path):
     assert needle in lines[-1]
   # Checkpoints every 4 steps, kept by the manager.
   assert loop.latest_checkpoint(str(tmp_path / "b")).endswith("ckpt-12")
+
+
+def test_eta_leaves_out_the_first_loops_warm_up(tmp_path, monkeypatch):
+  # The first loop compiles the step (and, resumed, skips the input already read): here it
+  # takes 1000 s of a clock that otherwise ticks 1 s per reading. The first line can only
+  # count it; later lines' ETA is (steps left) x (time per step since the first loop ended),
+  # a few seconds, not the 1000 s spread over the steps so far.
+  readings = itertools.count(1000)
+  first = [0]
+
+  def clock():
+    return first.pop() if first else next(readings)
+
+  monkeypatch.setattr(loop, "time", types.SimpleNamespace(time=clock))
+  _, _, lines = _train(tmp_path, steps=4, steps_per_loop=1)
+  etas = [line.split("ETA ")[1].split()[0] for line in lines if line.startswith("step ")]
+  def seconds(eta):
+    h, m, s = map(int, eta.split(":"))
+    return 3600 * h + 60 * m + s
+  assert len(etas) == 4
+  assert seconds(etas[0]) > 3 * 1000  # 3 steps left at the first loop's 1000+ s
+  assert all(seconds(eta) < 30 for eta in etas[1:]), etas
+  assert seconds(etas[-1]) == 0
 
 
 def test_two_replicas_equal_one_device(tmp_path):
